@@ -1,0 +1,179 @@
+// uiw::memory — STags, protection domains, access rights and base-and-bounds checks.
+//
+// The memory side of the RNIC security rules (RFC 5041 §8, RFC 5040 §8.1): every tagged placement
+// and every RDMA Read source is validated here before a single byte is touched. Like siw_mem.c,
+// check() returns a distinct result per failed check and never a wire code: the engine maps
+// AccessResult to the DDP / RDMAP Terminate codes (one place, like siw_tagged_error).
+//
+// Thread safety: a Registry is shared by the application threads (register/deregister, under an
+// internal mutex) and the progress thread (check(), lock-free: a per-slot seqlock). All methods
+// may be called concurrently from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace uiw::memory {
+
+// 24-bit index << 8 | 8-bit key (RFC 5040 §8.1.1(8): hard to predict, sparse over the full range).
+// Never 0. The index carries random high bits above the slot number (see Registry), so STags are
+// spread over the whole 24-bit index space even for a small table.
+using Stag = uint32_t;
+
+inline constexpr uint32_t stag_index(Stag s) {
+  return s >> 8;
+}
+inline constexpr uint8_t stag_key(Stag s) {
+  return static_cast<uint8_t>(s & 0xff);
+}
+
+// Same bit values as IBV_ACCESS_*; local read is implicit (required_access 0 = local read).
+enum Access : uint32_t {
+  kLocalWrite = 1,
+  kRemoteWrite = 2,
+  kRemoteRead = 4,
+  kRemoteAtomic = 8,
+  kMwBind = 16,
+};
+inline constexpr uint32_t kAllAccess =
+    kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic | kMwBind;
+
+// One value per failed check, in check() order. Not a wire code (see engine for the mapping).
+enum class AccessResult {
+  Ok,
+  InvalidStag,     // unknown index, key mismatch, deregistered or invalidated
+  PdMismatch,      // STag belongs to another protection domain (RFC 5041 §8.2)
+  StreamMismatch,  // STag bound to another DDP stream (RFC 5041 §8.2)
+  AccessDenied,    // required access rights not granted (RFC 5040 §8.1.1(5))
+  BaseBounds,      // outside [iova, iova + length) (RFC 5041 §7.1 tagged checks 3-4)
+  ToWrap,          // to + len wraps 64 bits (RFC 5041 §7.1 tagged check 5)
+};
+const char* access_result_name(AccessResult);
+
+struct Mapping {
+  AccessResult result;
+  uint8_t* host;  // address of byte `to` when result == Ok, else nullptr
+};
+
+// Snapshot of one region, for tools, tests and the engine's debug output.
+struct RegionInfo {
+  Stag stag;
+  uint32_t pd;
+  uint32_t stream;  // 0 = any stream of the PD
+  uint32_t access;
+  bool valid;
+  bool remote_invalidate_allowed;
+  uint8_t* host;
+  uint64_t iova;
+  uint64_t length;
+};
+
+class Registry {
+ public:
+  // max_regions is rounded up to a power of two (at most 1 << 24). The slot table is allocated
+  // once here, so check() never races with a table resize.
+  explicit Registry(uint32_t max_regions = 4096);
+  ~Registry();
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  // PDs are local identifiers (RFC 5041 §8.2: the peer cannot name or change them), never 0.
+  uint32_t alloc_pd();
+  int dealloc_pd(uint32_t pd);  // 0, -EINVAL unknown, -EBUSY while regions use it
+
+  // iova = the tagged offset of byte 0 (verbs: the virtual address). Returns 0 and sets *err
+  // (-EINVAL bad args/unknown pd, -ENOMEM table full) on failure. As in verbs, remote write and
+  // remote atomic require local write (-EINVAL otherwise). `err` may be null.
+  Stag register_region(uint32_t pd, void* addr, uint64_t length, uint64_t iova, uint32_t access,
+                       int* err);
+  // 0 or -ENOENT. When it returns, no Pin on this region is alive (see Pin): the buffer may be
+  // freed (RFC 5041 §8.3.1(6): after revocation the RNIC can no longer modify the buffer).
+  int deregister(Stag);
+  // New key, same index, all other state kept (for rereg / fast-register / bind). The old STag
+  // fails check() from now on. 0, -ENOENT.
+  int rereg_key(Stag old, Stag* out);
+
+  // The hot path, lock-free. Checks in this fixed order, first failure wins:
+  //   1. valid STag: index names a live slot, key matches, not invalidated (RFC 5041 §7.1 tagged
+  //   1-2)
+  //   2. PD matches (RFC 5041 §8.2, RFC 5040 §8.1.1(1))
+  //   3. stream association: region bound to `stream`, or unbound (0) (RFC 5041 §8.2)
+  //   4. required_access is a subset of the region's access rights (RFC 5040 §8.1.1(5))
+  //   5. to + len does not wrap 64 bits (RFC 5041 §7.1 tagged check 5)
+  //   6. base and bounds: iova <= to && to + len <= iova + length (RFC 5041 §7.1 tagged 3-4, §8.1)
+  // len == 0 is checked like any other length (to == iova + length is in bounds). NOTE: RFC 5041
+  // §7.1 only requires validation of NON-zero-length tagged segments, and a zero-length tagged
+  // segment must not be rejected for its STag/TO (e.g. a zero-length RDMA Write used as RTR). The
+  // engine implements that by not calling check() for them; check() itself does not special-case 0.
+  // The returned host pointer is only safe to write while the region cannot be deregistered:
+  // use pin() when the caller cannot otherwise exclude a concurrent deregister().
+  Mapping check(Stag, uint32_t pd, uint32_t stream, uint32_t required_access, uint64_t to,
+                uint64_t len) const;
+
+  // Remote invalidation (Send with Invalidate, RDMAP §5.3, §7.2 items 4-5). Order: valid STag ->
+  // PD -> stream (bound to `stream` or unbound) -> remote_invalidate_allowed (AccessDenied,
+  // RFC 5040 §8.1.1(7): an STag shared by several streams must not be remotely invalidatable).
+  // On Ok the STag is invalidated (check() then returns InvalidStag until revalidate()).
+  AccessResult invalidate_remote(Stag, uint32_t pd, uint32_t stream);
+  int set_remote_invalidate(Stag, bool allowed);  // default true at registration; 0, -ENOENT
+
+  int invalidate_local(Stag);  // 0, -ENOENT (unknown or already invalid)
+  int revalidate(Stag);        // 0, -ENOENT (unknown)
+  // STag <-> stream association (RFC 5041 §8.2); stream 0 removes it. 0, -ENOENT.
+  int bind_stream(Stag, uint32_t stream);
+
+  int query(Stag, RegionInfo* out) const;  // 0, -ENOENT (unknown; invalidated regions are found)
+  uint32_t region_count() const;
+  uint32_t capacity() const { return nslots_; }
+
+  // A check() whose success keeps the region from being deregistered until the Pin dies:
+  // deregister() waits for live pins. Hold a Pin only across one placement (one readv), never
+  // across a wait for the network, or deregister() stalls.
+  class Pin {
+   public:
+    Pin() = default;
+    Pin(Pin&& o) noexcept : m_(o.m_), pins_(o.pins_) { o.pins_ = nullptr; }
+    Pin& operator=(Pin&& o) noexcept;
+    Pin(const Pin&) = delete;
+    Pin& operator=(const Pin&) = delete;
+    ~Pin() { release(); }
+    const Mapping& mapping() const { return m_; }
+    bool ok() const { return m_.result == AccessResult::Ok; }
+    void release();
+
+   private:
+    friend class Registry;
+    Mapping m_{AccessResult::InvalidStag, nullptr};
+    std::atomic<uint32_t>* pins_ = nullptr;  // Unowned: the slot's pin counter.
+  };
+  Pin pin(Stag, uint32_t pd, uint32_t stream, uint32_t required_access, uint64_t to,
+          uint64_t len) const;
+
+ private:
+  struct Slot;
+  struct Snapshot;
+  bool read_slot(const Slot& s, Snapshot* out) const;  // seqlock read, lock-free
+  Slot* find_locked(Stag) const;                       // requires mu_
+  template <typename F>
+  void write_slot(Slot& s, F&& f);  // requires mu_
+  Mapping evaluate(const Snapshot&, Stag, uint32_t pd, uint32_t stream, uint32_t required_access,
+                   uint64_t to, uint64_t len) const;
+  uint32_t random32();  // requires mu_
+
+  uint32_t nslots_ = 0;
+  uint32_t slot_mask_ = 0;
+  std::unique_ptr<Slot[]> slots_;
+
+  mutable std::mutex mu_;             // serialises every writer; check() never takes it
+  std::vector<uint32_t> free_slots_;  // guarded by mu_
+  std::unordered_map<uint32_t, uint32_t> pd_refs_;  // pd -> live regions, guarded by mu_
+  uint32_t next_pd_ = 1;                            // guarded by mu_
+  uint64_t rng_state_ = 0;                          // guarded by mu_
+  std::atomic<uint32_t> live_ = 0;
+};
+
+}  // namespace uiw::memory

@@ -1,0 +1,19 @@
+// Socket helpers for host tests, tools and benchmarks (production sockets come from uiw.ko).
+// Each returns a file descriptor (>= 0, close-on-exec, blocking mode) or -errno.
+#pragma once
+
+#include <cstdint>
+
+namespace uiw::transport {
+
+// Listening TCP socket on ip ("127.0.0.1", "::1", "0.0.0.0", ...) and port (0 = ephemeral).
+// SO_REUSEADDR is set. *bound_port (may be null) receives the port actually bound.
+int tcp_listen(const char* ip, uint16_t port, uint16_t* bound_port);
+
+// Accepts one connection; -ETIMEDOUT after timeout_ms (< 0 waits forever).
+int tcp_accept(int lfd, int timeout_ms);
+
+// Connects to ip:port; -ETIMEDOUT after timeout_ms (< 0 waits forever), -ECONNREFUSED, ...
+int tcp_connect(const char* ip, uint16_t port, int timeout_ms);
+
+}  // namespace uiw::transport
