@@ -99,7 +99,7 @@ class FpduDecoder {
   Error error() const { return error_; }
   const char* error_detail() const { return error_detail_; }
   // True when no part of an FPDU (nor a Marker preceding one) has been consumed.
-  bool at_frame_boundary() const { return phase_ == Phase::kLength && got_ == 0 && !in_marker_; }
+  bool at_frame_boundary() const { return !frame_started_; }
   uint64_t stream_pos() const { return pos_; }
   uint64_t frames_decoded() const { return frames_; }
 
@@ -126,8 +126,9 @@ class FpduDecoder {
   size_t ulpdu_len_ = 0;
   uint8_t crc_bytes_[4] = {0, 0, 0, 0};
   uint32_t crc_state_ = 0;
-  uint64_t header_pos_ = 0;  // stream position of this FPDU's ULPDU_Length field
-  bool header_started_ = false;
+  uint64_t header_pos_ = 0;      // stream position of this FPDU's ULPDU_Length field
+  bool header_started_ = false;  // length field reached (Markers then point back to it)
+  bool frame_started_ = false;   // any octet (Marker or length) of the current FPDU consumed
   bool in_marker_ = false;
   bool marker_in_crc_ = false;  // Marker covered by the CRC of this FPDU
   uint8_t marker_[4] = {0, 0, 0, 0};
