@@ -156,13 +156,14 @@ class Registry {
  private:
   struct Slot;
   struct Snapshot;
-  bool read_slot(const Slot& s, Snapshot* out) const;  // seqlock read, lock-free
+  void read_slot(const Slot& s, Snapshot* out) const;  // seqlock read, lock-free
   Slot* find_locked(Stag) const;                       // requires mu_
   template <typename F>
   void write_slot(Slot& s, F&& f);  // requires mu_
   Mapping evaluate(const Snapshot&, Stag, uint32_t pd, uint32_t stream, uint32_t required_access,
                    uint64_t to, uint64_t len) const;
-  uint32_t random32();  // requires mu_
+  int update_flags_locked(Stag, uint32_t set, uint32_t clear, bool need_valid);  // requires mu_
+  uint32_t random32();                                                           // requires mu_
 
   uint32_t nslots_ = 0;
   uint32_t slot_mask_ = 0;

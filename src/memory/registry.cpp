@@ -1,0 +1,390 @@
+// STag table: a fixed slot array read through a per-slot seqlock (check() takes no lock and does
+// no RMW), written under one mutex. See registry.h for the contract.
+#include "memory/registry.h"
+
+#include <sys/random.h>
+
+#include <cerrno>
+#include <new>
+#include <thread>
+
+namespace uiw::memory {
+
+namespace {
+
+constexpr uint32_t kFlagValid = 1;
+constexpr uint32_t kFlagRemoteInvalidate = 2;
+constexpr uint32_t kMaxSlots = 1u << 24;  // the STag index is 24 bits (RFC 5040 §4.4 figure)
+
+uint32_t round_up_pow2(uint32_t v) {
+  uint32_t p = 1;
+  while (p < v && p < kMaxSlots) p <<= 1;
+  return p;
+}
+
+uint32_t log2_pow2(uint32_t p) {
+  uint32_t n = 0;
+  while ((1u << n) < p) ++n;
+  return n;
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+}  // namespace
+
+const char* access_result_name(AccessResult r) {
+  switch (r) {
+    case AccessResult::Ok:
+      return "Ok";
+    case AccessResult::InvalidStag:
+      return "InvalidStag";
+    case AccessResult::PdMismatch:
+      return "PdMismatch";
+    case AccessResult::StreamMismatch:
+      return "StreamMismatch";
+    case AccessResult::AccessDenied:
+      return "AccessDenied";
+    case AccessResult::BaseBounds:
+      return "BaseBounds";
+    case AccessResult::ToWrap:
+      return "ToWrap";
+  }
+  return "?";
+}
+
+// Every field a reader looks at is an atomic accessed with relaxed loads inside the seqlock, so a
+// reader racing a writer is well-defined (and TSan-clean); the seq check discards torn snapshots.
+struct alignas(64) Registry::Slot {
+  std::atomic<uint32_t> seq{0};   // odd while a writer is modifying the slot
+  std::atomic<uint32_t> stag{0};  // full STag while registered, 0 when free or dying
+  std::atomic<uint32_t> pd{0};
+  std::atomic<uint32_t> stream{0};
+  std::atomic<uint32_t> access{0};
+  std::atomic<uint32_t> flags{0};
+  std::atomic<uint8_t*> host{nullptr};
+  std::atomic<uint64_t> iova{0};
+  std::atomic<uint64_t> length{0};
+  std::atomic<uint32_t> pins{0};  // live Pins (see Registry::pin)
+  uint8_t last_key = 0;           // guarded by mu_: a re-registration never reuses it
+};
+
+struct Registry::Snapshot {
+  uint32_t stag, pd, stream, access, flags;
+  uint8_t* host;
+  uint64_t iova, length;
+};
+
+Registry::Registry(uint32_t max_regions) {
+  uint32_t n = round_up_pow2(max_regions == 0 ? 1 : max_regions);
+  slots_.reset(new (std::nothrow) Slot[n]);
+  if (!slots_) return;  // capacity 0: every registration fails with -ENOMEM
+  nslots_ = n;
+  slot_mask_ = n - 1;
+  free_slots_.reserve(n);
+  // With a full 2^24 table, slot 0 would give index 0 and possibly STag 0; never use it then.
+  for (uint32_t i = (n == kMaxSlots ? 1 : 0); i < n; ++i) free_slots_.push_back(i);
+  uint64_t seed = 0;
+  if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != sizeof seed)
+    seed = reinterpret_cast<uintptr_t>(this) ^ 0x9e3779b97f4a7c15ull;
+  rng_state_ = seed;
+}
+
+Registry::~Registry() = default;
+
+// RFC 5040 §8.1.1(8): STags must be hard to predict. Registration is the slow path, so each call
+// asks the kernel for fresh randomness; the seeded splitmix64 is only a fallback.
+uint32_t Registry::random32() {
+  uint32_t v;
+  if (getrandom(&v, sizeof v, GRND_NONBLOCK) == sizeof v) return v;
+  uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return static_cast<uint32_t>(z ^ (z >> 31));
+}
+
+void Registry::read_slot(const Slot& s, Snapshot* o) const {
+  for (;;) {
+    uint32_t s1 = s.seq.load(std::memory_order_acquire);
+    if (s1 & 1) {
+      cpu_relax();
+      continue;
+    }
+    o->stag = s.stag.load(std::memory_order_relaxed);
+    o->pd = s.pd.load(std::memory_order_relaxed);
+    o->stream = s.stream.load(std::memory_order_relaxed);
+    o->access = s.access.load(std::memory_order_relaxed);
+    o->flags = s.flags.load(std::memory_order_relaxed);
+    o->host = s.host.load(std::memory_order_relaxed);
+    o->iova = s.iova.load(std::memory_order_relaxed);
+    o->length = s.length.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.seq.load(std::memory_order_relaxed) == s1) return;
+  }
+}
+
+template <typename F>
+void Registry::write_slot(Slot& s, F&& f) {
+  uint32_t q = s.seq.load(std::memory_order_relaxed);
+  s.seq.store(q + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  f(s);
+  s.seq.store(q + 2, std::memory_order_release);
+}
+
+Registry::Slot* Registry::find_locked(Stag stag) const {
+  if (stag == 0 || nslots_ == 0) return nullptr;
+  Slot& s = slots_[stag_index(stag) & slot_mask_];
+  return s.stag.load(std::memory_order_relaxed) == stag ? &s : nullptr;
+}
+
+uint32_t Registry::alloc_pd() {
+  std::lock_guard<std::mutex> g(mu_);
+  while (next_pd_ == 0 || pd_refs_.count(next_pd_)) ++next_pd_;  // never 0, never in use
+  uint32_t pd = next_pd_++;
+  pd_refs_[pd] = 0;
+  return pd;
+}
+
+int Registry::dealloc_pd(uint32_t pd) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = pd_refs_.find(pd);
+  if (it == pd_refs_.end()) return -EINVAL;
+  if (it->second != 0) return -EBUSY;
+  pd_refs_.erase(it);
+  return 0;
+}
+
+Stag Registry::register_region(uint32_t pd, void* addr, uint64_t length, uint64_t iova,
+                               uint32_t access, int* err) {
+  int dummy;
+  if (!err) err = &dummy;
+  *err = -EINVAL;
+  if (access & ~kAllAccess) return 0;
+  // Verbs (ibv_reg_mr): remote write / remote atomic require local write.
+  if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite)) return 0;
+  if (addr == nullptr && length != 0) return 0;
+  // The region end must be representable both as a tagged offset and as a host address.
+  if (length > UINT64_MAX - iova) return 0;
+  if (length > UINTPTR_MAX - reinterpret_cast<uintptr_t>(addr)) return 0;
+
+  std::lock_guard<std::mutex> g(mu_);
+  auto pit = pd_refs_.find(pd);
+  if (pit == pd_refs_.end()) return 0;
+  if (free_slots_.empty()) {
+    *err = -ENOMEM;
+    return 0;
+  }
+  // A random free slot, random index bits above the slot number and a random key: the STag space
+  // is populated sparsely over the full 24-bit index range (RFC 5040 §8.1.1(8)).
+  size_t pick = random32() % free_slots_.size();
+  uint32_t slot_no = free_slots_[pick];
+  free_slots_[pick] = free_slots_.back();
+  free_slots_.pop_back();
+  Slot& s = slots_[slot_no];
+  uint32_t shift = log2_pow2(nslots_);
+  uint32_t index, key;
+  do {
+    uint32_t high = shift >= 24 ? 0 : (random32() << shift);
+    index = (high | slot_no) & (kMaxSlots - 1);
+    key = random32() & 0xff;
+  } while (index == 0 || key == s.last_key);
+  Stag stag = (index << 8) | key;
+  s.last_key = static_cast<uint8_t>(key);
+  write_slot(s, [&](Slot& w) {
+    w.pd.store(pd, std::memory_order_relaxed);
+    w.stream.store(0, std::memory_order_relaxed);
+    w.access.store(access, std::memory_order_relaxed);
+    w.flags.store(kFlagValid | kFlagRemoteInvalidate, std::memory_order_relaxed);
+    w.host.store(static_cast<uint8_t*>(addr), std::memory_order_relaxed);
+    w.iova.store(iova, std::memory_order_relaxed);
+    w.length.store(length, std::memory_order_relaxed);
+    w.stag.store(stag, std::memory_order_relaxed);
+  });
+  ++pit->second;
+  live_.fetch_add(1, std::memory_order_relaxed);
+  *err = 0;
+  return stag;
+}
+
+int Registry::deregister(Stag stag) {
+  Slot* s;
+  uint32_t pd;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    s = find_locked(stag);
+    if (!s) return -ENOENT;
+    pd = s->pd.load(std::memory_order_relaxed);
+    // The slot is now "dying": unknown to check() and to every writer, not yet free.
+    write_slot(*s, [](Slot& w) {
+      w.stag.store(0, std::memory_order_relaxed);
+      w.flags.store(0, std::memory_order_relaxed);
+    });
+  }
+  // Pairs with the fence in pin(): either the pinning reader saw stag 0, or we see its pin.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  while (s->pins.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  std::lock_guard<std::mutex> g(mu_);
+  free_slots_.push_back(static_cast<uint32_t>(s - slots_.get()));
+  auto pit = pd_refs_.find(pd);
+  if (pit != pd_refs_.end() && pit->second > 0) --pit->second;
+  live_.fetch_sub(1, std::memory_order_relaxed);
+  return 0;
+}
+
+int Registry::rereg_key(Stag old, Stag* out) {
+  std::lock_guard<std::mutex> g(mu_);
+  Slot* s = find_locked(old);
+  if (!s) return -ENOENT;
+  uint32_t key;
+  do key = random32() & 0xff;
+  while (key == stag_key(old) || key == s->last_key);
+  Stag stag = (old & ~0xffu) | key;
+  s->last_key = static_cast<uint8_t>(key);
+  write_slot(*s, [&](Slot& w) { w.stag.store(stag, std::memory_order_relaxed); });
+  if (out) *out = stag;
+  return 0;
+}
+
+Mapping Registry::evaluate(const Snapshot& r, Stag stag, uint32_t pd, uint32_t stream,
+                           uint32_t required_access, uint64_t to, uint64_t len) const {
+  // RFC 5041 §7.1 tagged checks 1-2: the STag is valid and has an associated buffer.
+  if (stag == 0 || r.stag != stag || !(r.flags & kFlagValid))
+    return {AccessResult::InvalidStag, nullptr};
+  // RFC 5041 §8.2 / RFC 5040 §8.1.1(1): only streams of the same PD may use the STag.
+  if (r.pd != pd) return {AccessResult::PdMismatch, nullptr};
+  // RFC 5041 §8.2 / RFC 5040 §8.1.1(2): a stream-scoped STag is unusable on other streams.
+  if (r.stream != 0 && r.stream != stream) return {AccessResult::StreamMismatch, nullptr};
+  // RFC 5040 §8.1.1(5): the access granted at registration bounds what the peer may do.
+  if (required_access & ~r.access) return {AccessResult::AccessDenied, nullptr};
+  // RFC 5041 §7.1 tagged check 5: the 64-bit sum of TO and length must not wrap. Checked first
+  // so that the bounds arithmetic below cannot overflow.
+  if (len > UINT64_MAX - to) return {AccessResult::ToWrap, nullptr};
+  // RFC 5041 §7.1 tagged checks 3-4 and §8.1: octet-granular base and bounds.
+  // register_region() guaranteed iova + length does not wrap.
+  if (to < r.iova || to + len > r.iova + r.length) return {AccessResult::BaseBounds, nullptr};
+  return {AccessResult::Ok, r.host + (to - r.iova)};
+}
+
+Mapping Registry::check(Stag stag, uint32_t pd, uint32_t stream, uint32_t required_access,
+                        uint64_t to, uint64_t len) const {
+  if (stag == 0 || nslots_ == 0) return {AccessResult::InvalidStag, nullptr};
+  Snapshot r;
+  read_slot(slots_[stag_index(stag) & slot_mask_], &r);
+  return evaluate(r, stag, pd, stream, required_access, to, len);
+}
+
+Registry::Pin Registry::pin(Stag stag, uint32_t pd, uint32_t stream, uint32_t required_access,
+                            uint64_t to, uint64_t len) const {
+  Pin p;
+  if (stag == 0 || nslots_ == 0) return p;
+  Slot& s = slots_[stag_index(stag) & slot_mask_];
+  s.pins.fetch_add(1, std::memory_order_relaxed);
+  // Pairs with the fence in deregister() (Dekker): the pin is visible before we read the slot.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  Snapshot r;
+  read_slot(s, &r);
+  p.m_ = evaluate(r, stag, pd, stream, required_access, to, len);
+  if (p.ok())
+    p.pins_ = &s.pins;
+  else
+    s.pins.fetch_sub(1, std::memory_order_release);
+  return p;
+}
+
+void Registry::Pin::release() {
+  if (pins_) pins_->fetch_sub(1, std::memory_order_release);
+  pins_ = nullptr;
+  m_ = {AccessResult::InvalidStag, nullptr};
+}
+
+Registry::Pin& Registry::Pin::operator=(Pin&& o) noexcept {
+  if (this != &o) {
+    release();
+    m_ = o.m_;
+    pins_ = o.pins_;
+    o.pins_ = nullptr;
+  }
+  return *this;
+}
+
+AccessResult Registry::invalidate_remote(Stag stag, uint32_t pd, uint32_t stream) {
+  std::lock_guard<std::mutex> g(mu_);
+  Slot* s = find_locked(stag);
+  // RFC 5040 §7.2 item 4: the Invalidate STag must be valid.
+  if (!s || !(s->flags.load(std::memory_order_relaxed) & kFlagValid))
+    return AccessResult::InvalidStag;
+  if (s->pd.load(std::memory_order_relaxed) != pd) return AccessResult::PdMismatch;
+  // RFC 5040 §7.2 item 5: the STag must be associated with this RDMAP stream.
+  uint32_t bound = s->stream.load(std::memory_order_relaxed);
+  if (bound != 0 && bound != stream) return AccessResult::StreamMismatch;
+  // RFC 5040 §8.1.1(7): an STag shared by several streams is not remotely invalidatable.
+  uint32_t flags = s->flags.load(std::memory_order_relaxed);
+  if (!(flags & kFlagRemoteInvalidate)) return AccessResult::AccessDenied;
+  write_slot(*s, [&](Slot& w) { w.flags.store(flags & ~kFlagValid, std::memory_order_relaxed); });
+  return AccessResult::Ok;
+}
+
+// Caller holds mu_. Changes the flag word of a registered region through the seqlock.
+int Registry::update_flags_locked(Stag stag, uint32_t set, uint32_t clear, bool need_valid) {
+  Slot* s = find_locked(stag);
+  if (!s) return -ENOENT;
+  uint32_t f = s->flags.load(std::memory_order_relaxed);
+  if (need_valid && !(f & kFlagValid)) return -ENOENT;
+  write_slot(*s, [&](Slot& w) { w.flags.store((f | set) & ~clear, std::memory_order_relaxed); });
+  return 0;
+}
+
+int Registry::set_remote_invalidate(Stag stag, bool allowed) {
+  std::lock_guard<std::mutex> g(mu_);
+  return allowed ? update_flags_locked(stag, kFlagRemoteInvalidate, 0, false)
+                 : update_flags_locked(stag, 0, kFlagRemoteInvalidate, false);
+}
+
+int Registry::invalidate_local(Stag stag) {
+  std::lock_guard<std::mutex> g(mu_);
+  return update_flags_locked(stag, 0, kFlagValid, true);
+}
+
+int Registry::revalidate(Stag stag) {
+  std::lock_guard<std::mutex> g(mu_);
+  return update_flags_locked(stag, kFlagValid, 0, false);
+}
+
+int Registry::bind_stream(Stag stag, uint32_t stream) {
+  std::lock_guard<std::mutex> g(mu_);
+  Slot* s = find_locked(stag);
+  if (!s) return -ENOENT;
+  write_slot(*s, [&](Slot& w) { w.stream.store(stream, std::memory_order_relaxed); });
+  return 0;
+}
+
+int Registry::query(Stag stag, RegionInfo* out) const {
+  if (stag == 0 || nslots_ == 0) return -ENOENT;
+  Snapshot r;
+  read_slot(slots_[stag_index(stag) & slot_mask_], &r);
+  if (r.stag != stag) return -ENOENT;
+  if (out) {
+    *out = RegionInfo{r.stag,
+                      r.pd,
+                      r.stream,
+                      r.access,
+                      (r.flags & kFlagValid) != 0,
+                      (r.flags & kFlagRemoteInvalidate) != 0,
+                      r.host,
+                      r.iova,
+                      r.length};
+  }
+  return 0;
+}
+
+uint32_t Registry::region_count() const {
+  return live_.load(std::memory_order_relaxed);
+}
+
+}  // namespace uiw::memory
