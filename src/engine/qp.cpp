@@ -1,0 +1,302 @@
+// Qp: verbs-side entry points, completion ordering, error handling and flush.
+#include "engine/qp.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "wire/mpa.h"
+
+namespace uiw::engine {
+
+const char* wc_status_name(WcStatus s) {
+  switch (s) {
+    case WcStatus::Success:
+      return "success";
+    case WcStatus::LocLenErr:
+      return "local length error";
+    case WcStatus::LocQpOpErr:
+      return "local QP operation error";
+    case WcStatus::LocProtErr:
+      return "local protection error";
+    case WcStatus::WrFlushErr:
+      return "WR flushed";
+    case WcStatus::BadResp:
+      return "bad response";
+    case WcStatus::LocAccessErr:
+      return "local access error";
+    case WcStatus::RemInvReqErr:
+      return "remote invalid request";
+    case WcStatus::RemAccessErr:
+      return "remote access error";
+    case WcStatus::RemOpErr:
+      return "remote operation error";
+    case WcStatus::FatalErr:
+      return "fatal error";
+    case WcStatus::GeneralErr:
+      return "general error";
+  }
+  return "?";
+}
+
+const char* qp_state_name(QpState s) {
+  switch (s) {
+    case QpState::Idle:
+      return "idle";
+    case QpState::Rts:
+      return "rts";
+    case QpState::Closing:
+      return "closing";
+    case QpState::Terminate:
+      return "terminate";
+    case QpState::Error:
+      return "error";
+  }
+  return "?";
+}
+
+Qp::Qp(const QpConfig& config)
+    : cfg_(config),
+      sq_(config.sq_depth ? config.sq_depth : 1),
+      orq_(kMaxOrdIrd),
+      // Sink STags of our Read Requests are private to this QP (the response is matched to the
+      // head of the outstanding-read queue, never looked up in the registry); start them at a
+      // value derived from the QP number so they differ between connections.
+      next_sink_stag_(0x80000000u ^ (config.qp_num * 0x9E3779B9u)),
+      irq_(kMaxOrdIrd),
+      slots_(kTxSlots) {}
+
+Qp::ResolvedSge Qp::Sgl::at(uint64_t offset) const {
+  for (uint32_t i = 0; i < n; ++i) {
+    if (offset < sge[i].len) {
+      return {sge[i].ptr + offset, static_cast<uint32_t>(sge[i].len - offset)};
+    }
+    offset -= sge[i].len;
+  }
+  return {nullptr, 0};
+}
+
+// Local SGEs are validated like remote accesses, against the QP's PD (verbs: a bad lkey is a
+// local protection error). Zero-length SGEs are skipped without a lookup.
+bool Qp::resolve_sgl(const Sge* sges, uint32_t n, uint32_t access, Sgl* out) const {
+  out->n = 0;
+  out->total = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (sges[i].length == 0) continue;
+    const memory::Mapping m =
+        cfg_.registry->check(sges[i].lkey, cfg_.pd, 0, access, sges[i].addr, sges[i].length);
+    if (m.result != memory::AccessResult::Ok) return false;
+    out->sge[out->n++] = {m.host, sges[i].length};
+    out->total += sges[i].length;
+  }
+  return true;
+}
+
+int Qp::post_send(const SendWr& wr) {
+  if (wr.num_sge > kMaxSge) return -EINVAL;
+  if (state_ == QpState::Error || state_ == QpState::Terminate) {
+    Completion c{};
+    c.wr_id = wr.wr_id;
+    c.status = WcStatus::WrFlushErr;
+    c.qp_num = cfg_.qp_num;
+    push_cqe(cfg_.send_cq, c);
+    return 0;
+  }
+  if (state_ == QpState::Closing) return -EINVAL;  // RFC 5041 §6.2.1: no new transfers
+  if (sq_tail_ - sq_head_ >= sq_.size()) return -ENOMEM;
+  SqEntry& e = sq_at(sq_tail_);
+  e.wr = wr;
+  e.st = SqSt::Queued;
+  e.status = WcStatus::Success;
+  e.sink_stag = 0;
+  e.msn = 0;
+  if (wr.flags & kSendInline) {
+    if (wr.opcode == WrOpcode::RdmaRead) return -EINVAL;
+    uint64_t len = 0;
+    for (uint32_t i = 0; i < wr.num_sge; ++i) {
+      if (len + wr.sg_list[i].length > kMaxInline) return -EINVAL;
+      std::memcpy(e.inline_data + len, reinterpret_cast<const void*>(wr.sg_list[i].addr),
+                  wr.sg_list[i].length);
+      len += wr.sg_list[i].length;
+    }
+    e.sgl.n = len ? 1 : 0;
+    e.sgl.sge[0] = {e.inline_data, static_cast<uint32_t>(len)};
+    e.sgl.total = len;
+  } else {
+    // The Read sink is written by the response: it needs local write access.
+    const uint32_t access =
+        wr.opcode == WrOpcode::RdmaRead ? uint32_t{memory::kLocalWrite} : uint32_t{0};
+    if (!resolve_sgl(wr.sg_list, wr.num_sge, access, &e.sgl)) e.status = WcStatus::LocProtErr;
+  }
+  // RDMAP §1.1: a message carries at most 2^32 - 1 octets.
+  if (e.status == WcStatus::Success && e.sgl.total > UINT32_MAX) e.status = WcStatus::LocLenErr;
+  ++sq_tail_;
+  return 0;
+}
+
+int Qp::post_recv(const RecvWr& wr) {
+  if (cfg_.rq->shared()) return -EINVAL;
+  if (wr.num_sge > kMaxSge) return -EINVAL;
+  if (state_ == QpState::Error) {
+    Completion c{};
+    c.wr_id = wr.wr_id;
+    c.status = WcStatus::WrFlushErr;
+    c.opcode = WcOpcode::Recv;
+    c.qp_num = cfg_.qp_num;
+    push_cqe(cfg_.recv_cq, c);
+    return 0;
+  }
+  return cfg_.rq->post(wr);
+}
+
+void Qp::start(const ConnParams& params) {
+  params_ = params;
+  if (params_.mulpdu < wire::kMinMulpdu) params_.mulpdu = wire::kMinMulpdu;
+  if (params_.mulpdu > wire::kMaxMulpdu) params_.mulpdu = wire::kMaxMulpdu;
+  if (params_.ord > kMaxOrdIrd) params_.ord = kMaxOrdIrd;
+  if (params_.ird > kMaxOrdIrd) params_.ird = kMaxOrdIrd;
+  // Worst case iovecs per FPDU: length+header, up to kMaxSge payload pieces, pad, CRC, and with
+  // markers every piece may split once per marker plus the markers themselves.
+  const size_t markers = params_.markers_tx ? params_.mulpdu / 508 + 3 : 0;
+  for (TxSlot& s : slots_) s.markers.assign(markers * wire::kMarkerSize, 0);
+  tx_iov_per_fpdu_ = kMaxSge + 4 + 2 * markers;
+  tx_iov_.assign(kTxSlots * tx_iov_per_fpdu_ + 1024, iovec{});
+  // RFC 5044 §7.1.2: "MPA Responder mode implementations MUST receive and validate at least one
+  // FPDU before sending any FPDUs or Markers."
+  tx_hold_ = !params_.initiator;
+  rtr_pending_ = params_.initiator && params_.rtr != RtrType::None;
+  state_ = QpState::Rts;
+  rx_to_length();
+  emit(QpEvent::Established);
+}
+
+void Qp::close() {
+  if (state_ == QpState::Rts) state_ = QpState::Closing;
+  if (state_ == QpState::Idle) enter_error(QpEvent::Closed);
+}
+
+void Qp::abort() {
+  if (state_ == QpState::Error) return;
+  // Abortive close: the connection is reset, so unsent bytes are dropped, not detached.
+  slots_used_ = 0;
+  tx_iov_begin_ = 0;
+  tx_batch_bytes_ = 0;
+  detached_.clear();
+  state_ = QpState::Error;
+  flush_all();
+  emit(QpEvent::Closed);
+}
+
+void Qp::emit(QpEvent ev) {
+  if (cfg_.on_event) cfg_.on_event(ev);
+}
+
+void Qp::push_cqe(CompletionQueue* cq, const Completion& c) {
+  if (!cq->push(c)) emit(QpEvent::CqOverrun);
+}
+
+// RDMAP §5.5 rule 15: operations complete in submission order, so a Send behind an unfinished
+// Read waits for it. Unsignaled successes produce no completion; errors always do.
+void Qp::complete_sq() {
+  while (sq_head_ != sq_tail_ && sq_at(sq_head_).st == SqSt::Done) {
+    const SqEntry& e = sq_at(sq_head_);
+    if ((e.wr.flags & kSendSignaled) || e.status != WcStatus::Success) {
+      Completion c{};
+      c.wr_id = e.wr.wr_id;
+      c.status = e.status;
+      c.qp_num = cfg_.qp_num;
+      switch (e.wr.opcode) {
+        case WrOpcode::Send:
+        case WrOpcode::SendInv:
+          c.opcode = WcOpcode::Send;
+          break;
+        case WrOpcode::RdmaWrite:
+          c.opcode = WcOpcode::RdmaWrite;
+          break;
+        case WrOpcode::RdmaRead:
+          c.opcode = WcOpcode::RdmaRead;
+          c.byte_len = static_cast<uint32_t>(e.sgl.total);
+          break;
+      }
+      if (c.status == WcStatus::Success && e.wr.opcode != WrOpcode::RdmaRead)
+        c.byte_len = static_cast<uint32_t>(e.sgl.total);
+      push_cqe(cfg_.send_cq, c);
+    }
+    ++sq_head_;
+  }
+}
+
+// Everything not yet complete is completed with WrFlushErr, in order (RDMAP §5.4: "Completes in
+// error all ULP Operations that have not been provided to the DDP layer"; RFC 5041 §6.2.2).
+void Qp::flush_all() {
+  for (uint32_t i = sq_head_; i != sq_tail_; ++i) {
+    SqEntry& e = sq_at(i);
+    // A WR already finished keeps its status; everything else is flushed.
+    if (e.st != SqSt::Done) e.status = WcStatus::WrFlushErr;
+    e.st = SqSt::Done;
+  }
+  complete_sq();
+  sq_tx_ = sq_tail_;
+  orq_count_ = 0;
+  irq_count_ = 0;
+  tx_kind_ = TxKind::None;
+  if (rx_send_active_) {
+    Completion c{};
+    c.wr_id = rx_send_wr_.wr_id;
+    c.status = WcStatus::WrFlushErr;
+    c.opcode = WcOpcode::Recv;
+    c.qp_num = cfg_.qp_num;
+    push_cqe(cfg_.recv_cq, c);
+    rx_send_active_ = false;
+  }
+  // An SRQ's WRs belong to the SRQ and survive the QP.
+  if (!cfg_.rq->shared()) {
+    for (const RecvWr& wr : cfg_.rq->drain()) {
+      Completion c{};
+      c.wr_id = wr.wr_id;
+      c.status = WcStatus::WrFlushErr;
+      c.opcode = WcOpcode::Recv;
+      c.qp_num = cfg_.qp_num;
+      push_cqe(cfg_.recv_cq, c);
+    }
+  }
+}
+
+// Records the first error (RDMAP §7.1 item 24: the first erroneous message is the one captured)
+// and moves to Terminate: the Terminate goes out after the FPDU now on the wire, nothing after it
+// (RDMAP §5.4).
+void Qp::set_terminate(wire::TerminateCause cause, bool with_ddp, bool with_rdma) {
+  if (term_sent_ || state_ == QpState::Error || state_ == QpState::Idle) return;
+  wire::TerminateMessage t{};
+  t.cause = cause;
+  if (with_ddp && rx_hdr_len_ >= wire::kTaggedHeaderSize) {
+    // RDMAP §4.8: M = DDP Segment Length valid, D = DDP header included.
+    t.m = true;
+    t.d = true;
+    t.ddp_segment_length = rx_ulpdu_len_;
+    t.ddp_header_size = wire::segment_header_size(rx_seg_.tagged);
+    std::memcpy(t.ddp_header, rx_hdr_.data() + wire::kUlpduLengthSize, t.ddp_header_size);
+  }
+  if (with_rdma && rx_hdr_len_ >= wire::kUntaggedHeaderSize + wire::kReadRequestHeaderSize) {
+    // R = the Read Request header is echoed (only for Read Request errors, RDMAP §4.8).
+    t.r = true;
+    std::memcpy(t.rdma_header, rx_hdr_.data() + wire::kUlpduLengthSize + wire::kUntaggedHeaderSize,
+                wire::kReadRequestHeaderSize);
+  }
+  term_sent_ = t;
+  error_pending_ = true;
+  state_ = QpState::Terminate;
+  detach_tx();
+  flush_all();
+  emit(QpEvent::TerminateSent);
+}
+
+void Qp::enter_error(QpEvent why) {
+  if (state_ == QpState::Error) return;
+  state_ = QpState::Error;
+  detach_tx();
+  flush_all();
+  want_shutdown_ = true;
+  emit(why);
+}
+
+}  // namespace uiw::engine

@@ -1,0 +1,252 @@
+// The per-QP protocol machine: RDMAP over DDP over MPA (RFC 5040 / 5041 / 5044 + 6581).
+//
+// Sans-IO (STYLE.md, nghttp2/ngtcp2): the Qp never touches a socket or a clock. The lower layer
+// moves bytes:
+//   receive:  auto need = qp.rx_need();  n = readv(fd, need.dst, need.len);  qp.rx_commit(n);
+//             (a "directed read": payload lands straight in the registered buffer it belongs to),
+//             or qp.rx_feed(bytes) when the caller already holds the bytes (copy mode);
+//   transmit: auto iov = qp.tx_pending();  n = sendmsg(fd, iov);  qp.tx_commit(n);
+//             (the iovecs reference user payload in place; headers, pad, CRC and markers live in
+//             the Qp until tx_commit has passed them).
+//
+// Thread safety: none. The caller (runtime/provider) serializes every call on one Qp. Completion
+// and receive queues are thread-safe on their own.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "engine/completion_queue.h"
+#include "engine/receive_queue.h"
+#include "engine/types.h"
+#include "memory/registry.h"
+#include "wire/rdmap.h"
+#include "wire/terminate.h"
+
+namespace uiw::engine {
+
+struct QpConfig {
+  uint32_t qp_num = 0;
+  uint32_t pd = 0;
+  uint32_t sq_depth = 128;
+  memory::Registry* registry = nullptr;  // Unowned, must outlive the Qp.
+  CompletionQueue* send_cq = nullptr;    // Unowned, must outlive the Qp.
+  CompletionQueue* recv_cq = nullptr;    // Unowned, must outlive the Qp.
+  ReceiveQueue* rq = nullptr;            // Unowned (private RQ or SRQ), must outlive the Qp.
+  std::function<void(QpEvent)> on_event;
+};
+
+struct QpStats {
+  uint64_t tx_fpdus = 0, rx_fpdus = 0;
+  uint64_t tx_bytes = 0, rx_bytes = 0;
+};
+
+class Qp {
+ public:
+  explicit Qp(const QpConfig& config);
+  Qp(const Qp&) = delete;
+  Qp& operator=(const Qp&) = delete;
+
+  // ---- verbs side
+  // 0, -ENOMEM (send queue full), -EINVAL (malformed WR: too many SGEs, inline too long, ...).
+  // In Error state the WR completes at once with WrFlushErr, as verbs require.
+  int post_send(const SendWr& wr);
+  int post_recv(const RecvWr& wr);  // private RQ only; -EINVAL on an SRQ-attached QP
+  // Enter full operation with what connection setup negotiated.
+  void start(const ConnParams& params);
+  void close();  // graceful: finish queued sends, then ask the lower layer for a FIN
+  void abort();  // abortive: flush everything now
+  QpState state() const { return state_; }
+  uint32_t qp_num() const { return cfg_.qp_num; }
+  const ConnParams& params() const { return params_; }
+  const QpStats& stats() const { return stats_; }
+  // The Terminate this QP sent / received, if any (for async events and tests).
+  const std::optional<wire::TerminateMessage>& terminate_sent() const { return term_sent_; }
+  const std::optional<wire::TerminateMessage>& terminate_received() const { return term_rcvd_; }
+
+  // ---- lower-layer side: receive
+  struct RxNeed {
+    uint8_t* dst;  // where the next received bytes go
+    size_t len;    // at most this many (> 0 while the Qp reads)
+  };
+  RxNeed rx_need();
+  void rx_commit(size_t n);  // n (<= need.len) bytes were written at need.dst
+  // Copy mode: consumes bytes the caller already read. Returns the count consumed (all of them
+  // unless the Qp stopped reading).
+  size_t rx_feed(std::span<const uint8_t> in);
+  void rx_eof();               // the peer closed its sending side (FIN)
+  void rx_error(int err);      // the connection broke (RST, timeout)
+  bool rx_directable() const;  // true while a payload read of > 0 bytes is pending
+
+  // ---- lower-layer side: transmit
+  std::span<const iovec> tx_pending();
+  void tx_commit(size_t n);
+  bool tx_idle() const { return slots_used_ == 0; }
+  // True once the Qp wants its sending side shut (graceful close or Terminate delivered).
+  bool tx_want_shutdown() const { return want_shutdown_; }
+  bool wants_write();  // tx_pending() would return bytes
+
+ private:
+  static constexpr size_t kMaxHeader = 2 + 18 + wire::kReadRequestHeaderSize;
+  static constexpr size_t kTxSlots = 64;
+  static constexpr size_t kTxBatchBytes = 1 << 20;
+
+  struct ResolvedSge {
+    uint8_t* ptr;
+    uint32_t len;
+  };
+  // A gather/scatter list resolved to host addresses, with a cursor for sequential access.
+  struct Sgl {
+    ResolvedSge sge[kMaxSge];
+    uint32_t n = 0;
+    uint64_t total = 0;
+    // Maps message offset -> contiguous host bytes available there (len 0 past the end).
+    ResolvedSge at(uint64_t offset) const;
+  };
+  enum class SqSt : uint8_t { Queued, Sending, AwaitResponse, Done };
+  struct SqEntry {
+    SendWr wr;
+    Sgl sgl;
+    SqSt st;
+    WcStatus status;     // Success, or the local error found when the WR was posted
+    uint32_t sink_stag;  // RDMA Read: the STag our Read Request names for the response
+    uint32_t msn;        // untagged messages: the MSN assigned at transmit
+    uint8_t inline_data[kMaxInline];
+  };
+  struct IrqEntry {
+    wire::ReadRequestHeader rr;
+    uint8_t* src;  // validated source bytes (RDMAP §7.2 checks done at delivery)
+    uint32_t sent;
+  };
+  enum class SlotDone : uint8_t { None, SqEntry, Terminate };
+  struct TxSlot {
+    uint8_t hdr[kMaxHeader];
+    uint8_t trailer[8];  // pad (0-3) then CRC: separate iovecs since a marker may sit between
+    std::vector<uint8_t> markers;
+    size_t remaining;  // wire bytes not yet accepted by the lower layer
+    size_t bytes;      // wire bytes of the whole FPDU
+    size_t markers_used;
+    uint64_t start_pos;  // stream offset of the slot's first octet
+    size_t iov_count;    // iovecs this slot occupies in tx_iov_
+    SlotDone done;
+    uint32_t index;  // SQ index for SlotDone::SqEntry
+  };
+  enum class TxKind : uint8_t { None, Sq, Irq, Rtr };
+  enum class RxSt : uint8_t { Length, Control, Header, Payload, Trailer, Drain };
+
+  // qp.cpp: queues, completion, errors
+  bool resolve_sgl(const Sge* sges, uint32_t n, uint32_t access, Sgl* out) const;
+  void complete_sq();
+  void push_cqe(CompletionQueue* cq, const Completion& c);
+  void flush_all();
+  void set_terminate(wire::TerminateCause cause, bool with_ddp, bool with_rdma);
+  void enter_error(QpEvent why);
+  void emit(QpEvent ev);
+  SqEntry& sq_at(uint32_t i) { return sq_[i % sq_.size()]; }
+
+  // qp_tx.cpp
+  void fill_tx();
+  bool build_next_fpdu();
+  bool build_sq_segment();
+  bool build_irq_segment();
+  void build_terminate();
+  void build_rtr();
+  TxSlot& begin_slot(SlotDone done, uint32_t index);
+  void append(TxSlot& s, const uint8_t* p, size_t len, bool fold_crc = true);
+  void end_slot(TxSlot& s, size_t ulpdu_len);
+  void put_marker(TxSlot& s);
+  void detach_tx();
+
+  // qp_rx.cpp
+  void rx_process_control();
+  void rx_process_header();
+  void rx_begin_payload();
+  void rx_finish_fpdu();
+  void rx_deliver();
+  void rx_process_marker();
+  void rx_fail(wire::TerminateCause cause, bool with_ddp, bool with_rdma);
+  bool rx_check_tagged(uint32_t required, uint64_t payload_len);
+  void rx_to_length();
+
+  QpConfig cfg_;
+  ConnParams params_;
+  QpState state_ = QpState::Idle;
+  QpStats stats_;
+
+  // Send queue: [sq_head_, sq_tail_) posted, sq_tx_ the next to transmit.
+  std::vector<SqEntry> sq_;
+  uint32_t sq_head_ = 0, sq_tx_ = 0, sq_tail_ = 0;
+  std::vector<uint32_t> orq_;  // SQ indices of Reads awaiting their response, in order
+  size_t orq_head_ = 0, orq_count_ = 0;
+  uint32_t next_sink_stag_;
+  std::vector<IrqEntry> irq_;  // inbound Read Requests, answered in arrival order (RDMAP §5.5 r20)
+  size_t irq_head_ = 0, irq_count_ = 0;
+
+  // Transmit
+  std::vector<TxSlot> slots_;
+  size_t slot_head_ = 0, slots_used_ = 0;
+  std::vector<iovec> tx_iov_;
+  size_t tx_iov_begin_ = 0, tx_iov_end_ = 0;
+  size_t tx_iov_per_fpdu_ = kMaxSge + 4;
+  size_t tx_batch_bytes_ = 0;
+  uint64_t tx_pos_ = 0;  // stream offset from SeqStart of the next byte we build
+  uint64_t tx_fpdu_start_ = 0;
+  uint32_t tx_crc_ = 0;
+  TxKind tx_kind_ = TxKind::None;
+  uint64_t tx_offset_ = 0;  // progress inside the current message
+  uint32_t tx_msn_[3] = {1, 1, 1};
+  bool tx_hold_ = false;  // MPA responder: no FPDU before one was received (RFC 5044 §7.1.2)
+  bool rtr_pending_ = false;
+  bool rtr_read_outstanding_ = false;
+  bool term_queued_ = false;
+  bool want_shutdown_ = false;
+  std::vector<uint8_t> detached_;  // the unsent rest of a partly sent FPDU after an error
+  std::array<uint8_t, wire::kTerminateMaxSize> term_body_{};
+
+  // Receive
+  RxSt rx_st_ = RxSt::Length;
+  uint64_t rx_pos_ = 0;  // stream offset from SeqStart, markers included
+  uint64_t rx_fpdu_start_ = 0;
+  uint32_t rx_crc_ = 0;
+  size_t rx_got_ = 0;   // bytes of the current field already received
+  size_t rx_want_ = 0;  // size of the current field
+  uint16_t rx_ulpdu_len_ = 0;
+  size_t rx_hdr_len_ = 0;  // DDP (+RDMAP) header bytes in hdr_buf_ after the length
+  uint64_t rx_payload_len_ = 0;
+  bool rx_in_marker_ = false;
+  RxNeed rx_last_{nullptr, 0};
+  wire::SegmentHeader rx_seg_{};
+  uint8_t rx_opcode_ = 0;
+  enum class RxDest : uint8_t { Discard, Host, Sgl, TermBody } rx_dest_ = RxDest::Discard;
+  uint8_t* rx_host_ = nullptr;
+  const Sgl* rx_sgl_ = nullptr;
+  uint64_t rx_sgl_off_ = 0;
+  uint32_t rx_expected_msn_[3] = {1, 1, 1};
+  bool rx_first_seen_ = false;
+  // The Send message being received (QN 0).
+  bool rx_send_active_ = false;
+  uint32_t rx_send_msn_ = 0;
+  RecvWr rx_send_wr_{};
+  Sgl rx_send_sgl_;
+  uint64_t orq_placed_ = 0;
+  std::array<uint8_t, kMaxHeader> rx_hdr_{};
+  std::array<uint8_t, 8> rx_trailer_{};
+  std::array<uint8_t, 4> rx_marker_{};
+  std::array<uint8_t, 64> rx_term_{};
+  std::array<uint8_t, 4096> rx_discard_{};
+  size_t rx_pad_ = 0;
+  bool rx_rtr_send_ = false;  // the current message is the peer's zero-length RTR Send
+
+  // Errors: the first cause wins (RDMAP §7.1 item 24).
+  std::optional<wire::TerminateMessage> term_sent_;
+  std::optional<wire::TerminateMessage> term_rcvd_;
+  bool error_pending_ = false;  // a Terminate is to be sent
+};
+
+}  // namespace uiw::engine

@@ -1,0 +1,546 @@
+// Qp receive path: an explicit, resumable state machine over the byte stream (length, control,
+// header, payload, trailer; markers removed wherever they fall). Headers are validated before a
+// single payload byte is placed (RFC 5041 §7.1, §8.1); payload is read straight into its target.
+#include <algorithm>
+#include <cstring>
+
+#include "engine/qp.h"
+#include "wire/bytes.h"
+#include "wire/crc32c.h"
+#include "wire/mpa.h"
+
+namespace uiw::engine {
+
+namespace {
+
+using memory::AccessResult;
+using wire::TermLayer;
+namespace term = wire::term;
+
+// The one mapping from memory-check failures to DDP Tagged Buffer codes (RFC 5041 §7.2), for
+// placement of RDMA Write and Read Response payload.
+wire::TerminateCause ddp_tagged_error(AccessResult r) {
+  uint8_t code = term::kDdpInvalidStag;
+  switch (r) {
+    case AccessResult::PdMismatch:
+    case AccessResult::StreamMismatch:
+      code = term::kDdpStagNotAssociated;
+      break;
+    case AccessResult::BaseBounds:
+      code = term::kDdpBaseBounds;
+      break;
+    case AccessResult::ToWrap:
+      code = term::kDdpToWrap;
+      break;
+    // RFC 5041 lacks a code for insufficient access rights; like siw, report "Invalid STag".
+    default:
+      code = term::kDdpInvalidStag;
+      break;
+  }
+  return {TermLayer::Ddp, term::kDdpTagged, code};
+}
+
+// The one mapping for RDMA Read Request sources: RDMAP Remote Protection Errors (RFC 5040 §4.8
+// Figure 9, §7.2 checks 4a-4e).
+wire::TerminateCause rdmap_protection_error(AccessResult r) {
+  uint8_t code = term::kInvalidStag;
+  switch (r) {
+    case AccessResult::PdMismatch:
+    case AccessResult::StreamMismatch:
+      code = term::kStagNotAssociated;
+      break;
+    case AccessResult::AccessDenied:
+      code = term::kAccessRights;
+      break;
+    case AccessResult::BaseBounds:
+      code = term::kBaseBounds;
+      break;
+    case AccessResult::ToWrap:
+      code = term::kToWrap;
+      break;
+    default:
+      code = term::kInvalidStag;
+      break;
+  }
+  return {TermLayer::Rdma, term::kRdmaRemoteProtection, code};
+}
+
+constexpr wire::TerminateCause untagged(uint8_t code) {
+  return {TermLayer::Ddp, term::kDdpUntagged, code};
+}
+constexpr wire::TerminateCause remote_op(uint8_t code) {
+  return {TermLayer::Rdma, term::kRdmaRemoteOperation, code};
+}
+
+}  // namespace
+
+void Qp::rx_to_length() {
+  if (rx_st_ == RxSt::Drain) return;
+  rx_st_ = RxSt::Length;
+  rx_got_ = 0;
+  rx_want_ = wire::kUlpduLengthSize;
+  rx_hdr_len_ = 0;
+  rx_crc_ = wire::kCrc32cInit;
+}
+
+bool Qp::rx_directable() const {
+  return rx_st_ == RxSt::Payload && (rx_dest_ == RxDest::Host || rx_dest_ == RxDest::Sgl) &&
+         !rx_in_marker_;
+}
+
+Qp::RxNeed Qp::rx_need() {
+  if (state_ == QpState::Idle) return {nullptr, 0};
+  // After an error nothing is parsed or placed (RFC 5041 §7.1: "MUST silently drop any
+  // subsequent incoming DDP Segments"), but reading goes on so the close is seen.
+  if (rx_st_ == RxSt::Drain) return rx_last_ = {rx_discard_.data(), rx_discard_.size()};
+  size_t to_marker = SIZE_MAX;
+  if (params_.markers_rx) {
+    const size_t mpos = rx_pos_ % wire::kMarkerInterval;
+    if (mpos < wire::kMarkerSize) {
+      rx_in_marker_ = true;
+      return rx_last_ = {rx_marker_.data() + mpos, wire::kMarkerSize - mpos};
+    }
+    to_marker = wire::kMarkerInterval - mpos;
+  }
+  rx_in_marker_ = false;
+  RxNeed need{nullptr, 0};
+  switch (rx_st_) {
+    case RxSt::Length:
+    case RxSt::Control:
+    case RxSt::Header:
+      need = {rx_hdr_.data() + rx_got_, rx_want_ - rx_got_};
+      break;
+    case RxSt::Payload: {
+      const uint64_t left = rx_payload_len_ - rx_got_;
+      switch (rx_dest_) {
+        case RxDest::Host:
+          need = {rx_host_ + rx_got_, left};
+          break;
+        case RxDest::Sgl: {
+          const ResolvedSge piece = rx_sgl_->at(rx_sgl_off_ + rx_got_);
+          need = {piece.ptr, std::min<uint64_t>(piece.len, left)};
+          break;
+        }
+        case RxDest::TermBody:
+          if (rx_got_ < rx_term_.size()) {
+            need = {rx_term_.data() + rx_got_, std::min<uint64_t>(rx_term_.size() - rx_got_, left)};
+            break;
+          }
+          [[fallthrough]];
+        case RxDest::Discard:
+          need = {rx_discard_.data(), std::min<uint64_t>(rx_discard_.size(), left)};
+          break;
+      }
+      break;
+    }
+    case RxSt::Trailer:
+      need = {rx_trailer_.data() + rx_got_, rx_want_ - rx_got_};
+      break;
+    case RxSt::Drain:
+      break;
+  }
+  need.len = std::min(need.len, to_marker);
+  return rx_last_ = need;
+}
+
+size_t Qp::rx_feed(std::span<const uint8_t> in) {
+  size_t used = 0;
+  while (used < in.size()) {
+    const RxNeed need = rx_need();
+    if (need.len == 0) break;
+    const size_t k = std::min(need.len, in.size() - used);
+    std::memcpy(need.dst, in.data() + used, k);
+    rx_commit(k);
+    used += k;
+  }
+  return used;
+}
+
+void Qp::rx_commit(size_t n) {
+  if (n == 0) return;
+  stats_.rx_bytes += n;
+  if (rx_st_ == RxSt::Drain) {
+    rx_pos_ += n;
+    return;
+  }
+  if (rx_in_marker_) {
+    rx_pos_ += n;
+    if (rx_pos_ % wire::kMarkerInterval == wire::kMarkerSize) rx_process_marker();
+    return;
+  }
+  if (params_.crc) {
+    if (rx_st_ != RxSt::Trailer) {
+      rx_crc_ = wire::crc32c_update(rx_crc_, rx_last_.dst, n);
+    } else if (rx_got_ < rx_pad_) {
+      // PAD is covered by the CRC, the CRC field is not (RFC 5044 §4.4).
+      rx_crc_ = wire::crc32c_update(rx_crc_, rx_last_.dst, std::min(n, rx_pad_ - rx_got_));
+    }
+  }
+  if (rx_st_ == RxSt::Length && rx_got_ == 0) rx_fpdu_start_ = rx_pos_;
+  rx_pos_ += n;
+  rx_got_ += n;
+  switch (rx_st_) {
+    case RxSt::Length:
+      if (rx_got_ == rx_want_) {
+        rx_ulpdu_len_ = wire::load_be16(rx_hdr_.data());
+        rx_st_ = RxSt::Control;
+        rx_want_ = wire::kUlpduLengthSize + 2;
+      }
+      break;
+    case RxSt::Control:
+      if (rx_got_ == rx_want_) rx_process_control();
+      break;
+    case RxSt::Header:
+      if (rx_got_ == rx_want_) rx_process_header();
+      break;
+    case RxSt::Payload:
+      if (rx_got_ == rx_payload_len_) {
+        rx_st_ = RxSt::Trailer;
+        rx_got_ = 0;
+        rx_want_ = rx_pad_ + wire::kCrcSize;
+      }
+      break;
+    case RxSt::Trailer:
+      if (rx_got_ == rx_want_) rx_finish_fpdu();
+      break;
+    case RxSt::Drain:
+      break;
+  }
+}
+
+// RFC 5044 §4.3: every Marker points back to the length field of the FPDU it sits in, or is 0
+// when it falls between FPDUs; either way it is covered by that FPDU's CRC (§4.4). A mismatch is
+// MPA error 3 (RFC 5044 §8), reported as an LLP Terminate.
+void Qp::rx_process_marker() {
+  const uint64_t marker_pos = rx_pos_ - wire::kMarkerSize;
+  const bool between = rx_st_ == RxSt::Length && rx_got_ == 0;
+  const uint16_t expect = between ? 0 : static_cast<uint16_t>(marker_pos - rx_fpdu_start_) & 0xFFFC;
+  if (params_.crc) rx_crc_ = wire::crc32c_update(rx_crc_, rx_marker_.data(), wire::kMarkerSize);
+  if (wire::decode_marker_fpduptr(rx_marker_.data()) != expect)
+    rx_fail({TermLayer::Llp, term::kLlpMpa, term::kMpaMarker}, false, false);
+}
+
+void Qp::rx_process_control() {
+  rx_seg_.tagged = rx_hdr_[2] & wire::kDdpFlagTagged;
+  rx_opcode_ = wire::rdmap_opcode(rx_hdr_[3]);
+  size_t hdr = wire::segment_header_size(rx_seg_.tagged);
+  if (!rx_seg_.tagged && rx_opcode_ == static_cast<uint8_t>(wire::Opcode::ReadRequest))
+    hdr += wire::kReadRequestHeaderSize;
+  if (rx_ulpdu_len_ < hdr) {
+    // The segment cannot hold the headers its own control fields announce. RFC 5041 §6.2.2
+    // makes an invalid DDP header fatal but names no code for a short segment: RDMAP "Remote
+    // Operation Error / Unspecified" is the closest.
+    rx_fail(remote_op(term::kUnspecified), false, false);
+    return;
+  }
+  rx_hdr_len_ = hdr;
+  rx_st_ = RxSt::Header;
+  rx_want_ = wire::kUlpduLengthSize + hdr;
+}
+
+void Qp::rx_fail(wire::TerminateCause cause, bool with_ddp, bool with_rdma) {
+  set_terminate(cause, with_ddp, with_rdma);
+  rx_st_ = RxSt::Drain;
+}
+
+void Qp::rx_process_header() {
+  wire::decode_segment_header({rx_hdr_.data() + wire::kUlpduLengthSize, rx_hdr_len_}, &rx_seg_);
+  rx_payload_len_ = rx_ulpdu_len_ - rx_hdr_len_;
+  const wire::OpcodeInfo& oi = wire::opcode_info(rx_opcode_);
+  // RFC 5041 §4.1: DV MUST be 1; the error type follows the T bit (§7.2).
+  if (rx_seg_.ddp_version != wire::kDdpVersion) {
+    rx_fail(rx_seg_.tagged
+                ? wire::TerminateCause{TermLayer::Ddp, term::kDdpTagged, term::kDdpInvalidVersion}
+                : untagged(term::kDdpUntaggedInvalidVersion),
+            true, false);
+    return;
+  }
+  // RFC 5040 §7.2 checks 2-3: a valid RDMAP version and opcode, and the T flag and QN the
+  // opcode requires (RFC 5040 §4.5 Figure 4).
+  if (wire::rdmap_version(rx_seg_.rdmap_control) != wire::kRdmapVersion) {
+    rx_fail(remote_op(term::kInvalidRdmapVersion), true, false);
+    return;
+  }
+  if (!oi.valid || oi.tagged != rx_seg_.tagged) {
+    rx_fail(remote_op(term::kUnexpectedOpcode), true, false);
+    return;
+  }
+  if (!rx_seg_.tagged && rx_seg_.qn != oi.qn) {
+    rx_fail(untagged(term::kDdpInvalidQn), true, false);  // RFC 5041 §7.1 untagged check 1
+    return;
+  }
+  rx_begin_payload();
+}
+
+// Pre-placement validation and choice of the destination (RFC 5041 §7.1, RFC 5040 §7.2).
+void Qp::rx_begin_payload() {
+  rx_dest_ = RxDest::Discard;
+  rx_rtr_send_ = false;
+  const auto op = static_cast<wire::Opcode>(rx_opcode_);
+  switch (op) {
+    case wire::Opcode::RdmaWrite: {
+      // RFC 5041 §5.2: STag and TO of a zero-length tagged segment MUST NOT be checked.
+      if (rx_payload_len_ == 0) break;
+      const memory::Mapping m = cfg_.registry->check(
+          rx_seg_.stag, cfg_.pd, cfg_.qp_num, memory::kRemoteWrite, rx_seg_.to, rx_payload_len_);
+      if (m.result != AccessResult::Ok) {
+        rx_fail(ddp_tagged_error(m.result), true, false);
+        return;
+      }
+      rx_dest_ = RxDest::Host;
+      rx_host_ = m.host;
+      break;
+    }
+    case wire::Opcode::ReadResponse: {
+      if (rtr_read_outstanding_) {
+        if (rx_payload_len_ != 0) {
+          rx_fail(remote_op(term::kUnexpectedOpcode), true, false);
+          return;
+        }
+        break;
+      }
+      if (orq_count_ == 0) {  // no Read outstanding: nothing may answer (RFC 5040 §5.2)
+        rx_fail(remote_op(term::kUnexpectedOpcode), true, false);
+        return;
+      }
+      if (rx_payload_len_ == 0) break;
+      const SqEntry& e = sq_at(orq_[orq_head_]);
+      // RFC 5041 §7.1 tagged checks against the sink our Read Request named: STag, 64-bit
+      // wrap, base (TO 0) and bounds (the scatter list's length).
+      if (rx_seg_.stag != e.sink_stag) {
+        rx_fail(ddp_tagged_error(AccessResult::InvalidStag), true, false);
+        return;
+      }
+      if (rx_seg_.to + rx_payload_len_ < rx_seg_.to) {
+        rx_fail(ddp_tagged_error(AccessResult::ToWrap), true, false);
+        return;
+      }
+      if (rx_seg_.to + rx_payload_len_ > e.sgl.total) {
+        rx_fail(ddp_tagged_error(AccessResult::BaseBounds), true, false);
+        return;
+      }
+      rx_dest_ = RxDest::Sgl;
+      rx_sgl_ = &e.sgl;
+      rx_sgl_off_ = rx_seg_.to;
+      break;
+    }
+    case wire::Opcode::Send:
+    case wire::Opcode::SendInv:
+    case wire::Opcode::SendSe:
+    case wire::Opcode::SendSeInv: {
+      if (!(rx_send_active_ && rx_seg_.msn == rx_send_msn_)) {
+        // RFC 5041 §7.1 untagged check 5: only the next message's MSN has a buffer.
+        if (rx_send_active_ || rx_seg_.msn != rx_expected_msn_[wire::kQnSend]) {
+          rx_fail(untagged(term::kDdpMsnRange), true, false);
+          return;
+        }
+        // RFC 6581: the responder's first FPDU may be the initiator's zero-length RTR Send,
+        // which consumes no receive buffer here.
+        if (!params_.initiator && params_.rtr == RtrType::Send && !rx_first_seen_ &&
+            rx_payload_len_ == 0 && rx_seg_.mo == 0 && rx_seg_.last) {
+          rx_rtr_send_ = true;
+          break;
+        }
+        std::optional<RecvWr> wr = cfg_.rq->take();
+        if (!wr) {  // RFC 5041 §7.1 untagged check 2; iWARP has no RNR retry
+          rx_fail(untagged(term::kDdpNoBuffer), true, false);
+          return;
+        }
+        rx_send_active_ = true;
+        rx_send_msn_ = rx_seg_.msn;
+        rx_send_wr_ = *wr;
+        if (!resolve_sgl(wr->sg_list, wr->num_sge, memory::kLocalWrite, &rx_send_sgl_)) {
+          // A bad lkey in our own receive WR: a local error (RDMAP §7.1 item 21).
+          Completion c{};
+          c.wr_id = wr->wr_id;
+          c.status = WcStatus::LocProtErr;
+          c.opcode = WcOpcode::Recv;
+          c.qp_num = cfg_.qp_num;
+          push_cqe(cfg_.recv_cq, c);
+          rx_send_active_ = false;
+          rx_fail({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0}, false, false);
+          return;
+        }
+      }
+      // RFC 5041 §7.1 untagged checks 3-4.
+      if (rx_seg_.mo > rx_send_sgl_.total) {
+        rx_fail(untagged(term::kDdpInvalidMo), true, false);
+        return;
+      }
+      if (rx_seg_.mo + rx_payload_len_ > rx_send_sgl_.total) {
+        rx_fail(untagged(term::kDdpTooLong), true, false);
+        return;
+      }
+      if (rx_payload_len_ == 0) break;
+      rx_dest_ = RxDest::Sgl;
+      rx_sgl_ = &rx_send_sgl_;
+      rx_sgl_off_ = rx_seg_.mo;
+      break;
+    }
+    case wire::Opcode::ReadRequest:
+      if (rx_seg_.msn != rx_expected_msn_[wire::kQnReadRequest]) {
+        rx_fail(untagged(term::kDdpMsnRange), true, true);
+        return;
+      }
+      // RFC 5040 §6.1: never more than IRD inbound Reads; the excess one finds no QN 1 buffer
+      // (RFC 5041 §7.1 untagged check 2).
+      if (irq_count_ >= std::max<uint32_t>(params_.ird, 1)) {
+        rx_fail(untagged(term::kDdpNoBuffer), true, true);
+        return;
+      }
+      if (rx_payload_len_ != 0) {  // RFC 5040 §4.5: a Read Request carries no ULP payload
+        rx_fail(remote_op(term::kUnspecified), true, true);
+        return;
+      }
+      break;
+    case wire::Opcode::Terminate:
+      if (rx_seg_.msn != rx_expected_msn_[wire::kQnTerminate]) {
+        rx_fail(untagged(term::kDdpMsnRange), true, false);
+        return;
+      }
+      rx_dest_ = RxDest::TermBody;
+      break;
+  }
+  rx_pad_ = wire::fpdu_pad(rx_ulpdu_len_);
+  if (rx_payload_len_ == 0) {
+    rx_st_ = RxSt::Trailer;
+    rx_want_ = rx_pad_ + wire::kCrcSize;
+  } else {
+    rx_st_ = RxSt::Payload;
+    rx_want_ = rx_payload_len_;
+  }
+  rx_got_ = 0;
+}
+
+void Qp::rx_finish_fpdu() {
+  // RFC 5044 §4.4: a CRC mismatch makes the FPDU invalid: MPA error 2, an LLP Terminate with no
+  // copied headers (RFC 5040 Figure 10).
+  if (params_.crc) {
+    const uint32_t got = wire::load_le32(rx_trailer_.data() + rx_pad_);
+    if (got != wire::crc32c_final(rx_crc_)) {
+      rx_fail({TermLayer::Llp, term::kLlpMpa, term::kMpaCrc}, false, false);
+      return;
+    }
+  }
+  ++stats_.rx_fpdus;
+  rx_first_seen_ = true;
+  tx_hold_ = false;
+  if (rx_seg_.last) rx_deliver();
+  rx_to_length();
+}
+
+// Delivery of a complete message (RFC 5041 §5.4), in order; Read Requests are processed only
+// now, once delivered (RFC 5040 §5.5 rules 12 and 17).
+void Qp::rx_deliver() {
+  const auto op = static_cast<wire::Opcode>(rx_opcode_);
+  switch (op) {
+    case wire::Opcode::RdmaWrite:
+      break;  // RFC 5040 §5.1: placed, never delivered
+    case wire::Opcode::ReadResponse: {
+      if (rtr_read_outstanding_) {
+        rtr_read_outstanding_ = false;
+        break;
+      }
+      // RFC 5040 §5.5 rule 19: a Read completes when its response is delivered.
+      SqEntry& e = sq_at(orq_[orq_head_]);
+      e.st = SqSt::Done;
+      orq_head_ = (orq_head_ + 1) % orq_.size();
+      --orq_count_;
+      complete_sq();
+      break;
+    }
+    case wire::Opcode::Send:
+    case wire::Opcode::SendInv:
+    case wire::Opcode::SendSe:
+    case wire::Opcode::SendSeInv: {
+      ++rx_expected_msn_[wire::kQnSend];
+      if (rx_rtr_send_) break;
+      Completion c{};
+      c.wr_id = rx_send_wr_.wr_id;
+      c.opcode = WcOpcode::Recv;
+      c.qp_num = cfg_.qp_num;
+      // RFC 5041 §5.4: the message length is MO + payload of the Last segment.
+      c.byte_len = rx_seg_.mo + static_cast<uint32_t>(rx_payload_len_);
+      if (op == wire::Opcode::SendSe || op == wire::Opcode::SendSeInv) c.flags |= kWcSolicited;
+      if (op == wire::Opcode::SendInv || op == wire::Opcode::SendSeInv) {
+        // RFC 5040 §5.3 / §7.2 checks 4-5: invalidate, or Terminate "STag cannot be
+        // Invalidated" when the STag is invalid or not associated with this stream.
+        const AccessResult r =
+            cfg_.registry->invalidate_remote(rx_seg_.inval_stag, cfg_.pd, cfg_.qp_num);
+        if (r != AccessResult::Ok) {
+          rx_fail({TermLayer::Rdma, term::kRdmaRemoteProtection, term::kCannotInvalidate}, true,
+                  false);
+          return;
+        }
+        c.flags |= kWcWithInv;
+        c.invalidated_stag = rx_seg_.inval_stag;
+      }
+      rx_send_active_ = false;
+      push_cqe(cfg_.recv_cq, c);
+      break;
+    }
+    case wire::Opcode::ReadRequest: {
+      const wire::ReadRequestHeader rr = wire::decode_read_request(
+          rx_hdr_.data() + wire::kUlpduLengthSize + wire::kUntaggedHeaderSize);
+      uint8_t* src = nullptr;
+      // RFC 5040 §5.2.1: a zero-size Read is not validated and gets a zero-length response.
+      if (rr.size != 0) {
+        const memory::Mapping m = cfg_.registry->check(rr.src_stag, cfg_.pd, cfg_.qp_num,
+                                                       memory::kRemoteRead, rr.src_to, rr.size);
+        if (m.result != AccessResult::Ok) {
+          rx_fail(rdmap_protection_error(m.result), true, true);
+          return;
+        }
+        src = m.host;
+      }
+      ++rx_expected_msn_[wire::kQnReadRequest];
+      irq_[(irq_head_ + irq_count_) % irq_.size()] = {rr, src, 0};
+      ++irq_count_;
+      break;
+    }
+    case wire::Opcode::Terminate: {
+      ++rx_expected_msn_[wire::kQnTerminate];
+      wire::TerminateMessage t{};
+      const size_t n = std::min<size_t>(rx_payload_len_, rx_term_.size());
+      wire::decode_terminate({rx_term_.data(), n}, &t);
+      term_rcvd_ = t;
+      // RDMAP §5.4: the stream is over; everything outstanding completes in error.
+      rx_st_ = RxSt::Drain;
+      enter_error(QpEvent::TerminateReceived);
+      break;
+    }
+  }
+}
+
+void Qp::rx_eof() {
+  const size_t mpos = rx_pos_ % wire::kMarkerInterval;
+  const bool mid_marker = params_.markers_rx && mpos > 0 && mpos < wire::kMarkerSize;
+  const bool clean = rx_st_ == RxSt::Length && rx_got_ == 0 && !mid_marker;
+  if (state_ == QpState::Idle || state_ == QpState::Error) {
+    want_shutdown_ = true;
+    return;
+  }
+  if (state_ == QpState::Terminate) {
+    rx_st_ = RxSt::Drain;  // our Terminate still goes out, then we close
+    return;
+  }
+  if (clean) {
+    rx_st_ = RxSt::Drain;
+    enter_error(QpEvent::Closed);
+    return;
+  }
+  // The connection closed mid-FPDU: MPA error 1 (RFC 5044 §8), sent if the peer still reads.
+  rx_fail({TermLayer::Llp, term::kLlpMpa, term::kMpaConnectionLost}, false, false);
+}
+
+void Qp::rx_error(int /*err*/) {
+  if (state_ == QpState::Error) return;
+  // The connection is gone: nothing more can be sent, so nothing is kept for sending.
+  slots_used_ = 0;
+  tx_iov_begin_ = tx_iov_end_ = 0;
+  tx_batch_bytes_ = 0;
+  rx_st_ = RxSt::Drain;
+  enter_error(QpEvent::LlpError);
+}
+
+}  // namespace uiw::engine

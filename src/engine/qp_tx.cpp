@@ -1,0 +1,373 @@
+// Qp transmit path: send-queue processing, DDP segmentation, Read Responses, Terminate, and the
+// MPA framing of each FPDU (length, markers, pad, CRC) into iovecs that reference payload in place.
+#include <algorithm>
+#include <cstring>
+
+#include "engine/qp.h"
+#include "wire/bytes.h"
+#include "wire/crc32c.h"
+#include "wire/mpa.h"
+
+namespace uiw::engine {
+
+namespace {
+constexpr size_t kIovMax = 1024;  // IOV_MAX for one sendmsg
+
+wire::Opcode send_opcode(const SendWr& wr) {
+  const bool se = wr.flags & kSendSolicited;
+  if (wr.opcode == WrOpcode::SendInv) return se ? wire::Opcode::SendSeInv : wire::Opcode::SendInv;
+  return se ? wire::Opcode::SendSe : wire::Opcode::Send;
+}
+}  // namespace
+
+std::span<const iovec> Qp::tx_pending() {
+  fill_tx();
+  const size_t n = std::min(tx_iov_end_ - tx_iov_begin_, kIovMax);
+  return {tx_iov_.data() + tx_iov_begin_, n};
+}
+
+bool Qp::wants_write() {
+  return !tx_pending().empty();
+}
+
+void Qp::tx_commit(size_t n) {
+  stats_.tx_bytes += n;
+  while (n > 0 && slots_used_ > 0) {
+    TxSlot& s = slots_[slot_head_];
+    iovec& v = tx_iov_[tx_iov_begin_];
+    const size_t k = std::min(n, v.iov_len);
+    v.iov_base = static_cast<uint8_t*>(v.iov_base) + k;
+    v.iov_len -= k;
+    n -= k;
+    s.remaining -= k;
+    tx_batch_bytes_ -= k;
+    if (v.iov_len == 0) {
+      ++tx_iov_begin_;
+      --s.iov_count;
+    }
+    if (s.remaining != 0) continue;
+    // The whole FPDU was accepted by the LLP: RDMAP §5.5 rule 14, a Send or Write completes
+    // once DDP (here: TCP) has taken all of it.
+    if (s.done == SlotDone::SqEntry) {
+      SqEntry& e = sq_at(s.index);
+      if (e.st == SqSt::Sending) e.st = SqSt::Done;
+      complete_sq();
+    } else if (s.done == SlotDone::Terminate) {
+      // RDMAP §6.2.1: close gracefully so the Terminate is delivered.
+      state_ = QpState::Error;
+      want_shutdown_ = true;
+    }
+    slot_head_ = (slot_head_ + 1) % kTxSlots;
+    --slots_used_;
+  }
+  if (slots_used_ == 0) tx_iov_begin_ = tx_iov_end_ = 0;
+}
+
+void Qp::fill_tx() {
+  if (state_ == QpState::Idle) return;
+  while (slots_used_ < kTxSlots && tx_batch_bytes_ < kTxBatchBytes) {
+    if (tx_iov_end_ + tx_iov_per_fpdu_ > tx_iov_.size()) {
+      if (tx_iov_begin_ == 0) break;
+      std::memmove(tx_iov_.data(), tx_iov_.data() + tx_iov_begin_,
+                   (tx_iov_end_ - tx_iov_begin_) * sizeof(iovec));
+      tx_iov_end_ -= tx_iov_begin_;
+      tx_iov_begin_ = 0;
+    }
+    if (!build_next_fpdu()) break;
+  }
+  if (state_ == QpState::Closing && slots_used_ == 0 && sq_tx_ == sq_tail_ &&
+      sq_head_ == sq_tail_ && irq_count_ == 0 && tx_kind_ == TxKind::None) {
+    want_shutdown_ = true;
+  }
+}
+
+bool Qp::build_next_fpdu() {
+  if (state_ == QpState::Error) return false;
+  if (state_ == QpState::Terminate) {
+    if (term_queued_) return false;
+    build_terminate();
+    return true;
+  }
+  if (tx_hold_) return false;
+  if (rtr_pending_) {
+    build_rtr();
+    return true;
+  }
+  if (tx_kind_ == TxKind::None) {
+    // Read Responses go first: they answer the peer's earlier requests, at most IRD of them.
+    if (irq_count_ > 0) {
+      tx_kind_ = TxKind::Irq;
+    } else if (sq_tx_ != sq_tail_) {
+      SqEntry& e = sq_at(sq_tx_);
+      if (e.status != WcStatus::Success) {
+        // RDMAP §7.1 item 21: an error found while creating a message sends a Terminate
+        // instead of the message, with no copied headers.
+        e.st = SqSt::Done;
+        ++sq_tx_;
+        set_terminate({wire::TermLayer::Rdma, wire::term::kRdmaLocalCatastrophic, 0}, false, false);
+        return true;
+      }
+      // IBV_SEND_FENCE: wait for every earlier Read (RDMAP §5.5 rule 12's ULP fence).
+      if ((e.wr.flags & kSendFence) && orq_count_ > 0) return false;
+      // RDMAP §6.1: never exceed the negotiated outbound Read limit (ORD).
+      if (e.wr.opcode == WrOpcode::RdmaRead && orq_count_ >= std::max<uint32_t>(params_.ord, 1))
+        return false;
+      e.st = SqSt::Sending;
+      tx_kind_ = TxKind::Sq;
+      tx_offset_ = 0;
+      if (e.wr.opcode == WrOpcode::Send || e.wr.opcode == WrOpcode::SendInv)
+        e.msn = tx_msn_[wire::kQnSend]++;  // RFC 5041 §4.3: +1 per message, wraps
+    } else {
+      return false;
+    }
+  }
+  return tx_kind_ == TxKind::Irq ? build_irq_segment() : build_sq_segment();
+}
+
+Qp::TxSlot& Qp::begin_slot(SlotDone done, uint32_t index) {
+  TxSlot& s = slots_[(slot_head_ + slots_used_) % kTxSlots];
+  ++slots_used_;
+  s.remaining = 0;
+  s.bytes = 0;
+  s.iov_count = 0;
+  s.markers_used = 0;
+  s.done = done;
+  s.index = index;
+  s.start_pos = tx_pos_;
+  tx_fpdu_start_ = tx_pos_;
+  tx_crc_ = wire::kCrc32cInit;
+  return s;
+}
+
+// RFC 5044 §4.3: a Marker every 512 octets from SeqStart. One that falls right before the length
+// field points 0 (it belongs to this FPDU); any other points back to this FPDU's length field.
+// Both are covered by this FPDU's CRC (RFC 5044 §4.4 rules 1-2).
+void Qp::put_marker(TxSlot& s) {
+  const bool at_start = tx_pos_ == tx_fpdu_start_ && s.bytes == 0;
+  const uint16_t ptr = at_start ? 0 : static_cast<uint16_t>(tx_pos_ - tx_fpdu_start_);
+  uint8_t* m = s.markers.data() + s.markers_used * wire::kMarkerSize;
+  ++s.markers_used;
+  wire::encode_marker(m, ptr);
+  if (params_.crc) tx_crc_ = wire::crc32c_update(tx_crc_, m, wire::kMarkerSize);
+  tx_iov_[tx_iov_end_++] = {m, wire::kMarkerSize};
+  ++s.iov_count;
+  s.remaining += wire::kMarkerSize;
+  s.bytes += wire::kMarkerSize;
+  tx_batch_bytes_ += wire::kMarkerSize;
+  tx_pos_ += wire::kMarkerSize;
+  if (at_start) tx_fpdu_start_ = tx_pos_;
+}
+
+void Qp::append(TxSlot& s, const uint8_t* p, size_t len, bool fold_crc) {
+  while (len > 0) {
+    size_t k = len;
+    if (params_.markers_tx) {
+      if (tx_pos_ % wire::kMarkerInterval == 0) put_marker(s);
+      k = std::min(k, wire::bytes_to_next_marker(tx_pos_));
+    }
+    if (params_.crc && fold_crc) tx_crc_ = wire::crc32c_update(tx_crc_, p, k);
+    tx_iov_[tx_iov_end_++] = {const_cast<uint8_t*>(p), k};
+    ++s.iov_count;
+    s.remaining += k;
+    s.bytes += k;
+    tx_batch_bytes_ += k;
+    tx_pos_ += k;
+    p += k;
+    len -= k;
+  }
+}
+
+// PAD then CRC (RFC 5044 §4.1). A Marker landing right after the PAD belongs to this FPDU and is
+// in its CRC (RFC 5044 §4.4 rule 1). The CRC octets go least significant first (REQUIREMENTS §8.2).
+void Qp::end_slot(TxSlot& s, size_t ulpdu_len) {
+  const size_t pad = wire::fpdu_pad(ulpdu_len);
+  std::memset(s.trailer, 0, sizeof s.trailer);
+  if (pad) append(s, s.trailer, pad);
+  if (params_.markers_tx && tx_pos_ % wire::kMarkerInterval == 0) put_marker(s);
+  const uint32_t crc = params_.crc ? wire::crc32c_final(tx_crc_) : 0;
+  wire::store_le32(s.trailer + 4, crc);
+  append(s, s.trailer + 4, wire::kCrcSize, false);
+  ++stats_.tx_fpdus;
+}
+
+bool Qp::build_sq_segment() {
+  SqEntry& e = sq_at(sq_tx_);
+  wire::SegmentHeader h{};
+  h.last = true;
+  size_t room = params_.mulpdu;
+  const uint64_t total = e.sgl.total;
+
+  if (e.wr.opcode == WrOpcode::RdmaRead) {
+    // RDMAP §4.4 / §5.2.1: one untagged segment on QN 1, never any payload. The sink STag names
+    // this Read's scatter list, private to this QP; the response is matched to the head of the
+    // outstanding-read queue (RDMAP §5.5 rule 20: responses come in request order).
+    TxSlot& s = begin_slot(SlotDone::None, 0);
+    if (++next_sink_stag_ == 0) ++next_sink_stag_;
+    e.sink_stag = next_sink_stag_;
+    h.rdmap_control = wire::rdmap_control(wire::Opcode::ReadRequest);
+    h.qn = wire::kQnReadRequest;
+    h.msn = tx_msn_[wire::kQnReadRequest]++;
+    const size_t ulpdu = wire::kUntaggedHeaderSize + wire::kReadRequestHeaderSize;
+    wire::store_be16(s.hdr, static_cast<uint16_t>(ulpdu));
+    wire::encode_segment_header(s.hdr + 2, h);
+    wire::ReadRequestHeader rr{e.sink_stag, 0, static_cast<uint32_t>(total), e.wr.remote_stag,
+                               e.wr.remote_addr};
+    wire::encode_read_request(s.hdr + 2 + wire::kUntaggedHeaderSize, rr);
+    append(s, s.hdr, 2 + ulpdu);
+    end_slot(s, ulpdu);
+    e.st = SqSt::AwaitResponse;
+    orq_[(orq_head_ + orq_count_) % orq_.size()] = sq_tx_;
+    ++orq_count_;
+    ++sq_tx_;
+    tx_kind_ = TxKind::None;
+    return true;
+  }
+
+  if (e.wr.opcode == WrOpcode::RdmaWrite) {
+    h.tagged = true;
+    h.rdmap_control = wire::rdmap_control(wire::Opcode::RdmaWrite);
+    h.stag = e.wr.remote_stag;
+    h.to = e.wr.remote_addr + tx_offset_;  // RFC 5041 §5.2: TO of this segment's first octet
+    room -= wire::kTaggedHeaderSize;
+  } else {
+    h.rdmap_control = wire::rdmap_control(send_opcode(e.wr));
+    h.qn = wire::kQnSend;
+    h.msn = e.msn;
+    h.mo = static_cast<uint32_t>(tx_offset_);
+    if (e.wr.opcode == WrOpcode::SendInv) h.inval_stag = e.wr.invalidate_stag;
+    room -= wire::kUntaggedHeaderSize;
+  }
+  // RFC 5041 §5.2: segments no larger than MULPDU; the L segment is posted last (§4.1).
+  const uint64_t chunk = std::min<uint64_t>(total - tx_offset_, room);
+  h.last = tx_offset_ + chunk == total;
+  TxSlot& s = begin_slot(h.last ? SlotDone::SqEntry : SlotDone::None, sq_tx_);
+  const size_t hlen = wire::encode_segment_header(s.hdr + 2, h);
+  const size_t ulpdu = hlen + chunk;
+  wire::store_be16(s.hdr, static_cast<uint16_t>(ulpdu));
+  append(s, s.hdr, 2 + hlen);
+  for (uint64_t done = 0; done < chunk;) {
+    const ResolvedSge piece = e.sgl.at(tx_offset_ + done);
+    const size_t k = std::min<uint64_t>(piece.len, chunk - done);
+    append(s, piece.ptr, k);
+    done += k;
+  }
+  end_slot(s, ulpdu);
+  tx_offset_ += chunk;
+  if (h.last) {
+    ++sq_tx_;
+    tx_kind_ = TxKind::None;
+  }
+  return true;
+}
+
+// RDMAP §5.2.2: the response is tagged, addressed to the requester's sink STag and TO copied
+// from the request without interpretation; segments at increasing TO.
+bool Qp::build_irq_segment() {
+  IrqEntry& q = irq_[irq_head_ % irq_.size()];
+  wire::SegmentHeader h{};
+  h.tagged = true;
+  h.rdmap_control = wire::rdmap_control(wire::Opcode::ReadResponse);
+  h.stag = q.rr.sink_stag;
+  h.to = q.rr.sink_to + q.sent;
+  const uint32_t chunk =
+      std::min<uint32_t>(q.rr.size - q.sent, params_.mulpdu - wire::kTaggedHeaderSize);
+  h.last = q.sent + chunk == q.rr.size;
+  TxSlot& s = begin_slot(SlotDone::None, 0);
+  const size_t hlen = wire::encode_segment_header(s.hdr + 2, h);
+  wire::store_be16(s.hdr, static_cast<uint16_t>(hlen + chunk));
+  append(s, s.hdr, 2 + hlen);
+  if (chunk) append(s, q.src + q.sent, chunk);
+  end_slot(s, hlen + chunk);
+  q.sent += chunk;
+  if (h.last) {
+    irq_head_ = (irq_head_ + 1) % irq_.size();
+    --irq_count_;
+    tx_kind_ = TxKind::None;
+  }
+  return true;
+}
+
+// RDMAP §5.4: untagged, QN 2, one message; nothing is sent after it.
+void Qp::build_terminate() {
+  wire::SegmentHeader h{};
+  h.last = true;
+  h.rdmap_control = wire::rdmap_control(wire::Opcode::Terminate);
+  h.qn = wire::kQnTerminate;
+  h.msn = tx_msn_[wire::kQnTerminate]++;
+  const size_t body = wire::encode_terminate(term_body_, *term_sent_);
+  TxSlot& s = begin_slot(SlotDone::Terminate, 0);
+  const size_t hlen = wire::encode_segment_header(s.hdr + 2, h);
+  wire::store_be16(s.hdr, static_cast<uint16_t>(hlen + body));
+  append(s, s.hdr, 2 + hlen);
+  append(s, term_body_.data(), body);
+  end_slot(s, hlen + body);
+  term_queued_ = true;
+}
+
+// RFC 6581 peer-to-peer mode: the initiator's first FPDU is the negotiated zero-length RTR
+// message, after which the responder may send.
+void Qp::build_rtr() {
+  wire::SegmentHeader h{};
+  h.last = true;
+  size_t extra = 0;
+  TxSlot& s = begin_slot(SlotDone::None, 0);
+  switch (params_.rtr) {
+    case RtrType::Write:
+      h.tagged = true;
+      h.rdmap_control = wire::rdmap_control(wire::Opcode::RdmaWrite);
+      break;
+    case RtrType::Read: {
+      h.rdmap_control = wire::rdmap_control(wire::Opcode::ReadRequest);
+      h.qn = wire::kQnReadRequest;
+      h.msn = tx_msn_[wire::kQnReadRequest]++;
+      wire::encode_read_request(s.hdr + 2 + wire::kUntaggedHeaderSize, {});
+      extra = wire::kReadRequestHeaderSize;
+      rtr_read_outstanding_ = true;
+      break;
+    }
+    case RtrType::Send:
+    case RtrType::None:
+      h.rdmap_control = wire::rdmap_control(wire::Opcode::Send);
+      h.qn = wire::kQnSend;
+      h.msn = tx_msn_[wire::kQnSend]++;
+      break;
+  }
+  const size_t ulpdu = wire::encode_segment_header(s.hdr + 2, h) + extra;
+  wire::store_be16(s.hdr, static_cast<uint16_t>(ulpdu));
+  append(s, s.hdr, 2 + ulpdu);
+  end_slot(s, ulpdu);
+  rtr_pending_ = false;
+}
+
+// After an error only the FPDU already partly on the wire may continue (cutting it would break
+// the framing the peer needs to read our Terminate). Its unsent rest is copied into the Qp so the
+// flushed work requests no longer reference user memory; unstarted FPDUs are dropped.
+void Qp::detach_tx() {
+  tx_kind_ = TxKind::None;
+  if (slots_used_ == 0) return;
+  TxSlot& h = slots_[slot_head_];
+  // Markers are placed by stream position: rewind past everything that will never be sent.
+  tx_pos_ = h.start_pos + (h.remaining != h.bytes ? h.bytes : 0);
+  std::vector<uint8_t> rest;
+  if (h.remaining != h.bytes) {
+    rest.reserve(h.remaining);
+    for (size_t i = 0; i < h.iov_count; ++i) {
+      const iovec& v = tx_iov_[tx_iov_begin_ + i];
+      const auto* p = static_cast<const uint8_t*>(v.iov_base);
+      rest.insert(rest.end(), p, p + v.iov_len);
+    }
+  }
+  slots_used_ = 0;
+  tx_iov_begin_ = tx_iov_end_ = 0;
+  tx_batch_bytes_ = 0;
+  if (rest.empty()) return;
+  detached_.swap(rest);
+  ++slots_used_;
+  h.done = SlotDone::None;
+  h.iov_count = 1;
+  h.remaining = h.bytes = detached_.size();
+  tx_iov_[tx_iov_end_++] = {detached_.data(), detached_.size()};
+  tx_batch_bytes_ = detached_.size();
+}
+
+}  // namespace uiw::engine

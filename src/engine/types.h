@@ -1,0 +1,117 @@
+// Work requests, completions and connection parameters of the uiw engine.
+// These mirror the verbs objects the provider translates from (ibv_send_wr, ibv_wc, ...), but
+// carry no libibverbs dependency.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace uiw::engine {
+
+// Device limits the engine is built for; the provider reports them through query_device.
+inline constexpr uint32_t kMaxSge = 16;
+inline constexpr uint32_t kMaxInline = 256;
+inline constexpr uint32_t kMaxOrdIrd = 128;
+
+struct Sge {
+  uint64_t addr;
+  uint32_t length;
+  uint32_t lkey;
+};
+
+enum class WrOpcode : uint8_t { Send, SendInv, RdmaWrite, RdmaRead };
+
+enum SendFlags : uint32_t {
+  kSendSignaled = 1u << 0,
+  kSendSolicited = 1u << 1,
+  kSendFence = 1u << 2,
+  kSendInline = 1u << 3,
+};
+
+struct SendWr {
+  uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::Send;
+  uint32_t flags = 0;
+  uint32_t num_sge = 0;
+  Sge sg_list[kMaxSge] = {};
+  uint32_t invalidate_stag = 0;  // SendInv: the peer's STag to invalidate (RDMAP §5.3)
+  uint32_t remote_stag = 0;      // RdmaWrite: sink STag; RdmaRead: source STag
+  uint64_t remote_addr = 0;      // tagged offset at the peer
+};
+
+struct RecvWr {
+  uint64_t wr_id = 0;
+  uint32_t num_sge = 0;
+  Sge sg_list[kMaxSge] = {};
+};
+
+// Same meanings as enum ibv_wc_status.
+enum class WcStatus : uint8_t {
+  Success,
+  LocLenErr,
+  LocQpOpErr,
+  LocProtErr,
+  WrFlushErr,
+  BadResp,
+  LocAccessErr,
+  RemInvReqErr,
+  RemAccessErr,
+  RemOpErr,
+  FatalErr,
+  GeneralErr,
+};
+const char* wc_status_name(WcStatus);
+
+enum class WcOpcode : uint8_t { Send, RdmaWrite, RdmaRead, Recv };
+
+enum WcFlags : uint32_t {
+  kWcWithInv = 1u << 0,    // a Send with Invalidate was received; invalidated_stag is valid
+  kWcSolicited = 1u << 1,  // a Send with Solicited Event was received
+};
+
+struct Completion {
+  uint64_t wr_id = 0;
+  WcStatus status = WcStatus::Success;
+  WcOpcode opcode = WcOpcode::Send;
+  uint32_t byte_len = 0;
+  uint32_t qp_num = 0;
+  uint32_t flags = 0;
+  uint32_t invalidated_stag = 0;
+  uint32_t vendor_err = 0;  // Terminate control word when a Terminate caused the error
+};
+
+// RFC 6581 peer-to-peer "ready to receive" message the initiator sends first.
+enum class RtrType : uint8_t { None, Send, Write, Read };
+
+// What the connection setup (uiw.ko, or transport::mpa_* on the host) negotiated.
+struct ConnParams {
+  bool crc = true;          // generate and check CRC32c (RFC 5044 §4.4: on unless both said no)
+  bool markers_tx = false;  // we insert markers: the peer's M bit (RFC 5044 §7.1.1)
+  bool markers_rx = false;  // the peer inserts markers: our M bit
+  uint32_t mulpdu = 1448;   // maximum ULPDU we send (RFC 5044 §4.5)
+  uint32_t ord = 16;        // outbound Read Requests in flight (RDMAP §6.1)
+  uint32_t ird = 16;        // inbound Read Requests we accept
+  bool initiator = true;    // MPA role
+  uint8_t mpa_revision = 2;
+  RtrType rtr = RtrType::None;  // p2p RTR: sent by the initiator, expected by the responder
+};
+
+enum class QpState : uint8_t {
+  Idle,       // created, not connected (verbs RESET/INIT/RTR)
+  Rts,        // full operation
+  Closing,    // graceful close requested: draining the send queue
+  Terminate,  // a Terminate is queued or in flight; nothing else is sent (RDMAP §5.4)
+  Error,      // work requests flushed
+};
+const char* qp_state_name(QpState);
+
+enum class QpEvent : uint8_t {
+  Established,
+  TerminateSent,      // local error: Terminate built and queued (IBV_EVENT_QP_FATAL)
+  TerminateReceived,  // peer sent a Terminate (IBV_EVENT_QP_FATAL)
+  LlpError,           // connection lost mid-stream (IBV_EVENT_QP_FATAL)
+  CqOverrun,          // a completion could not be queued (IBV_EVENT_CQ_ERR)
+  Closed,             // graceful close finished both ways
+};
+
+}  // namespace uiw::engine
