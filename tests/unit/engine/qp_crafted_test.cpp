@@ -1,0 +1,263 @@
+// Crafted FPDUs fed straight into a Qp: every receive validation rule ends in the Terminate the
+// RFCs name, read back from the bytes the Qp transmits.
+#include <gtest/gtest.h>
+
+#include "unit/engine/qp_pair.h"
+#include "wire/bytes.h"
+#include "wire/ddp.h"
+#include "wire/rdmap.h"
+#include "wire/terminate.h"
+
+namespace uiw::engine::test {
+namespace {
+
+using wire::TermLayer;
+namespace term = wire::term;
+
+class QpCraftedTest : public testing::Test {
+ protected:
+  explicit QpCraftedTest(bool markers = false) : q(2) {
+    ConnParams p;
+    p.initiator = false;
+    p.crc = true;
+    p.markers_rx = markers;
+    p.ord = p.ird = 2;
+    markers_ = markers;
+    q.qp->start(p);
+  }
+  // Encodes one FPDU (markers when negotiated) at the current stream position and feeds it.
+  void feed(const wire::SegmentHeader& h, std::span<const uint8_t> extra = {}) {
+    std::vector<uint8_t> ulpdu(wire::segment_header_size(h.tagged));
+    wire::encode_segment_header(ulpdu.data(), h);
+    ulpdu.insert(ulpdu.end(), extra.begin(), extra.end());
+    std::vector<uint8_t> fpdu(wire::fpdu_size_with_markers(pos_, ulpdu.size(), markers_));
+    ASSERT_EQ(wire::encode_fpdu(fpdu, pos_, ulpdu, true, markers_), fpdu.size());
+    pos_ += fpdu.size();
+    last_header_.assign(ulpdu.begin(), ulpdu.begin() + wire::segment_header_size(h.tagged));
+    ASSERT_EQ(q.qp->rx_feed(fpdu), fpdu.size());
+  }
+  // The one Terminate the Qp transmitted, decoded from its wire bytes.
+  wire::TerminateMessage sent_terminate() {
+    std::vector<uint8_t> out;
+    for (int i = 0; i < 10; ++i) {
+      auto iov = q.qp->tx_pending();
+      size_t n = 0;
+      for (const iovec& v : iov) {
+        const auto* p = static_cast<const uint8_t*>(v.iov_base);
+        out.insert(out.end(), p, p + v.iov_len);
+        n += v.iov_len;
+      }
+      q.qp->tx_commit(n);
+    }
+    struct Collect : wire::FpduDecoder::Visitor {
+      std::vector<std::vector<uint8_t>> u;
+      void on_ulpdu(std::span<const uint8_t> s) override { u.emplace_back(s.begin(), s.end()); }
+    } c;
+    wire::FpduDecoder d(&c, true, false);
+    EXPECT_EQ(d.consume(out), out.size());
+    EXPECT_EQ(c.u.size(), 1u);
+    wire::TerminateMessage t{};
+    if (c.u.empty()) return t;
+    wire::SegmentHeader h;
+    EXPECT_EQ(wire::decode_segment_header(c.u[0], &h), wire::kUntaggedHeaderSize);
+    EXPECT_EQ(wire::rdmap_opcode(h.rdmap_control), static_cast<uint8_t>(wire::Opcode::Terminate));
+    EXPECT_EQ(h.qn, wire::kQnTerminate);
+    EXPECT_EQ(h.msn, 1u);
+    EXPECT_TRUE(h.last);
+    EXPECT_EQ(wire::decode_terminate(std::span(c.u[0]).subspan(wire::kUntaggedHeaderSize), &t),
+              wire::TerminateDecodeError::None);
+    EXPECT_EQ(q.qp->state(), QpState::Error);
+    EXPECT_TRUE(q.qp->tx_want_shutdown());
+    return t;
+  }
+  void expect(wire::TerminateCause cause, bool with_header) {
+    const wire::TerminateMessage t = sent_terminate();
+    EXPECT_EQ(t.cause, cause) << wire::terminate_cause_name(t.cause);
+    EXPECT_EQ(t.d, with_header);
+    EXPECT_EQ(t.m, with_header);
+    if (with_header) {
+      ASSERT_EQ(t.ddp_header_size, last_header_.size());
+      EXPECT_EQ(0, std::memcmp(t.ddp_header, last_header_.data(), last_header_.size()));
+    }
+  }
+  static wire::SegmentHeader send_hdr(uint32_t msn = 1) {
+    wire::SegmentHeader h;
+    h.last = true;
+    h.rdmap_control = wire::rdmap_control(wire::Opcode::Send);
+    h.qn = 0;
+    h.msn = msn;
+    return h;
+  }
+  static wire::SegmentHeader read_hdr(uint32_t msn) {
+    wire::SegmentHeader h;
+    h.last = true;
+    h.rdmap_control = wire::rdmap_control(wire::Opcode::ReadRequest);
+    h.qn = 1;
+    h.msn = msn;
+    return h;
+  }
+  Side q;
+  bool markers_ = false;
+  uint64_t pos_ = 0;
+  std::vector<uint8_t> last_header_;
+};
+
+TEST_F(QpCraftedTest, WrongDdpVersionUntagged) {
+  wire::SegmentHeader h = send_hdr();
+  h.ddp_version = 2;
+  feed(h);
+  expect({TermLayer::Ddp, term::kDdpUntagged, term::kDdpUntaggedInvalidVersion}, true);
+}
+
+TEST_F(QpCraftedTest, WrongDdpVersionTagged) {
+  wire::SegmentHeader h;
+  h.tagged = true;
+  h.last = true;
+  h.ddp_version = 0;
+  h.rdmap_control = wire::rdmap_control(wire::Opcode::RdmaWrite);
+  feed(h);
+  expect({TermLayer::Ddp, term::kDdpTagged, term::kDdpInvalidVersion}, true);
+}
+
+TEST_F(QpCraftedTest, WrongRdmapVersion) {
+  wire::SegmentHeader h = send_hdr();
+  h.rdmap_control = wire::rdmap_control(wire::Opcode::Send, 2);
+  feed(h);
+  expect({TermLayer::Rdma, term::kRdmaRemoteOperation, term::kInvalidRdmapVersion}, true);
+}
+
+TEST_F(QpCraftedTest, ReservedOpcode) {
+  wire::SegmentHeader h = send_hdr();
+  h.rdmap_control = 0x40 | 0x09;
+  feed(h);
+  expect({TermLayer::Rdma, term::kRdmaRemoteOperation, term::kUnexpectedOpcode}, true);
+}
+
+TEST_F(QpCraftedTest, SendWithTaggedFlag) {
+  wire::SegmentHeader h;
+  h.tagged = true;
+  h.last = true;
+  h.rdmap_control = wire::rdmap_control(wire::Opcode::Send);
+  feed(h);
+  expect({TermLayer::Rdma, term::kRdmaRemoteOperation, term::kUnexpectedOpcode}, true);
+}
+
+TEST_F(QpCraftedTest, WrongQueueNumber) {
+  wire::SegmentHeader h = send_hdr();
+  h.qn = 3;
+  feed(h);
+  expect({TermLayer::Ddp, term::kDdpUntagged, term::kDdpInvalidQn}, true);
+}
+
+TEST_F(QpCraftedTest, MsnOutOfRange) {
+  RecvWr r;
+  ASSERT_EQ(q.rq.post(r), 0);
+  feed(send_hdr(7));
+  expect({TermLayer::Ddp, term::kDdpUntagged, term::kDdpMsnRange}, true);
+}
+
+TEST_F(QpCraftedTest, ReadRequestsBeyondIrd) {
+  std::vector<uint8_t> rr(wire::kReadRequestHeaderSize, 0);  // zero-size reads: always valid
+  feed(read_hdr(1), rr);
+  feed(read_hdr(2), rr);
+  EXPECT_EQ(q.qp->state(), QpState::Rts);
+  feed(read_hdr(3), rr);  // IRD is 2 and nothing was answered yet
+  const wire::TerminateMessage t = sent_terminate();
+  EXPECT_EQ(t.cause, (wire::TerminateCause{TermLayer::Ddp, term::kDdpUntagged, term::kDdpNoBuffer}));
+  EXPECT_TRUE(t.r);
+}
+
+TEST_F(QpCraftedTest, ReadRequestWithPayload) {
+  std::vector<uint8_t> rr(wire::kReadRequestHeaderSize + 4, 0);
+  feed(read_hdr(1), rr);
+  expect({TermLayer::Rdma, term::kRdmaRemoteOperation, term::kUnspecified}, true);
+}
+
+TEST_F(QpCraftedTest, UnsolicitedReadResponse) {
+  wire::SegmentHeader h;
+  h.tagged = true;
+  h.last = true;
+  h.rdmap_control = wire::rdmap_control(wire::Opcode::ReadResponse);
+  std::vector<uint8_t> data(8, 1);
+  feed(h, data);
+  expect({TermLayer::Rdma, term::kRdmaRemoteOperation, term::kUnexpectedOpcode}, true);
+}
+
+TEST_F(QpCraftedTest, TerminateOutOfTheBlueIsDeliveredNotAnswered) {
+  wire::SegmentHeader h = send_hdr();
+  h.rdmap_control = wire::rdmap_control(wire::Opcode::Terminate);
+  h.qn = 2;
+  wire::TerminateMessage t{};
+  t.cause = {TermLayer::Rdma, term::kRdmaRemoteOperation, term::kCatastrophicStream};
+  std::vector<uint8_t> body(wire::terminate_size(t));
+  wire::encode_terminate(body, t);
+  RecvWr r;
+  r.wr_id = 3;
+  ASSERT_EQ(q.rq.post(r), 0);
+  feed(h, body);
+  EXPECT_EQ(q.qp->state(), QpState::Error);
+  ASSERT_TRUE(q.qp->terminate_received().has_value());
+  EXPECT_EQ(q.qp->terminate_received()->cause, t.cause);
+  EXPECT_FALSE(q.qp->terminate_sent().has_value());
+  EXPECT_TRUE(q.has_event(QpEvent::TerminateReceived));
+  auto rc = q.poll_recv();
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, WcStatus::WrFlushErr);
+}
+
+TEST_F(QpCraftedTest, UlpduShorterThanItsHeader) {
+  // ULPDU_Length 6 while the control octets announce an 18-octet untagged header.
+  std::vector<uint8_t> ulpdu = {0x41, 0x43, 0, 0, 0, 0};
+  std::vector<uint8_t> fpdu(wire::fpdu_size(ulpdu.size()));
+  wire::encode_fpdu(fpdu, 0, ulpdu, true, false);
+  q.qp->rx_feed(fpdu);
+  const wire::TerminateMessage t = sent_terminate();
+  EXPECT_EQ(t.cause, (wire::TerminateCause{TermLayer::Rdma, term::kRdmaRemoteOperation, term::kUnspecified}));
+}
+
+TEST_F(QpCraftedTest, EverythingAfterAnErrorIsDropped) {
+  wire::SegmentHeader bad = send_hdr();
+  bad.qn = 9;
+  feed(bad);
+  std::vector<uint8_t> inbox(8, 0);
+  RecvWr r;
+  ASSERT_EQ(q.rq.post(r), 0);
+  feed(send_hdr(1));  // valid, but RFC 5041 §7.1: subsequent segments are silently dropped
+  EXPECT_EQ(q.rq.size(), 1u);
+  EXPECT_EQ(q.qp->stats().rx_fpdus, 0u);
+}
+
+class QpCraftedMarkerTest : public QpCraftedTest {
+ protected:
+  QpCraftedMarkerTest() : QpCraftedTest(true) {}
+};
+
+TEST_F(QpCraftedMarkerTest, ValidMarkersThenBadFpduPtr) {
+  RecvWr r;
+  std::vector<uint8_t> inbox(2000);
+  const memory::Stag k = q.reg_mr(inbox, memory::kLocalWrite);
+  r.num_sge = 1;
+  r.sg_list[0] = sge_of(inbox, k);
+  ASSERT_EQ(q.rq.post(r), 0);
+  ASSERT_EQ(q.rq.post(r), 0);
+  std::vector<uint8_t> payload(1200, 9);
+  feed(send_hdr(1), payload);  // spans markers at 0, 512 and 1024
+  EXPECT_EQ(q.qp->state(), QpState::Rts);
+  ASSERT_EQ(q.poll_recv().size(), 1u);
+  EXPECT_EQ(0, std::memcmp(inbox.data(), payload.data(), payload.size()));
+  // Next FPDU with a corrupted marker pointer (CRC recomputed, so only the marker is wrong).
+  wire::SegmentHeader h = send_hdr(2);
+  std::vector<uint8_t> ulpdu(18);
+  wire::encode_segment_header(ulpdu.data(), h);
+  ulpdu.resize(18 + 600, 1);
+  std::vector<uint8_t> fpdu(wire::fpdu_size_with_markers(pos_, ulpdu.size(), true));
+  wire::encode_fpdu(fpdu, pos_, ulpdu, false, true);
+  const size_t m = wire::bytes_to_next_marker(pos_);
+  fpdu[m + 3] ^= 0x04;  // FPDUPTR off by 4
+  q.qp->rx_feed(fpdu);
+  const wire::TerminateMessage t = sent_terminate();
+  EXPECT_EQ(t.cause, (wire::TerminateCause{TermLayer::Llp, term::kLlpMpa, term::kMpaMarker}));
+}
+
+}  // namespace
+}  // namespace uiw::engine::test
