@@ -1,0 +1,110 @@
+// TcpStream: the ByteStream over a connected kernel TCP socket (RFC 5044 §3: MPA's LLP).
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+
+#include "transport/byte_stream.h"
+
+namespace uiw::transport {
+
+namespace {
+
+size_t total_length(const struct iovec* iov, int iovcnt) {
+  size_t n = 0;
+  for (int i = 0; i < iovcnt; ++i) n += iov[i].iov_len;
+  return n;
+}
+
+IoResult from_errno(int e) {
+  if (e == EAGAIN || e == EWOULDBLOCK) return {IoStatus::WouldBlock, 0, 0};
+  return {IoStatus::Error, 0, e};
+}
+
+}  // namespace
+
+const char* io_status_name(IoStatus s) {
+  switch (s) {
+    case IoStatus::Ok:
+      return "Ok";
+    case IoStatus::WouldBlock:
+      return "WouldBlock";
+    case IoStatus::Closed:
+      return "Closed";
+    case IoStatus::Error:
+      return "Error";
+  }
+  return "?";
+}
+
+TcpStream::TcpStream(int fd) : fd_(fd) {
+  if (fd_ < 0) return;
+  int fl = fcntl(fd_, F_GETFL);
+  if (fl >= 0) fcntl(fd_, F_SETFL, fl | O_NONBLOCK);
+  // FPDUs are latency-bound messages; the engine already batches FPDUs into one writev, so Nagle
+  // would only delay the last segment of every message.
+  int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+TcpStream::~TcpStream() {
+  if (fd_ >= 0) close(fd_);
+}
+
+IoResult TcpStream::readv(const struct iovec* iov, int iovcnt) {
+  if (fd_ < 0) return {IoStatus::Closed, 0, 0};
+  if (iovcnt < 0 || iovcnt > IOV_MAX) return {IoStatus::Error, 0, EINVAL};
+  // readv(2) returning 0 means EOF, so a zero-length request must not reach the kernel.
+  if (total_length(iov, iovcnt) == 0) return {IoStatus::Ok, 0, 0};
+  for (;;) {
+    ssize_t n = ::readv(fd_, iov, iovcnt);
+    if (n > 0) return {IoStatus::Ok, static_cast<size_t>(n), 0};
+    if (n == 0) return {IoStatus::Closed, 0, 0};  // FIN: graceful close (RFC 5044 §7.2)
+    if (errno != EINTR) return from_errno(errno);
+  }
+}
+
+IoResult TcpStream::writev(const struct iovec* iov, int iovcnt) {
+  if (fd_ < 0) return {IoStatus::Closed, 0, 0};
+  if (iovcnt < 0 || iovcnt > IOV_MAX) return {IoStatus::Error, 0, EINVAL};
+  if (total_length(iov, iovcnt) == 0) return {IoStatus::Ok, 0, 0};
+  struct msghdr msg {};
+  msg.msg_iov = const_cast<struct iovec*>(iov);
+  msg.msg_iovlen = static_cast<size_t>(iovcnt);
+  for (;;) {
+    // MSG_NOSIGNAL: a peer reset must become EPIPE here, not SIGPIPE in the application.
+    ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return {IoStatus::Ok, static_cast<size_t>(n), 0};
+    if (errno != EINTR) return from_errno(errno);
+  }
+}
+
+void TcpStream::shutdown_write() {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+}
+
+void TcpStream::abort() {
+  if (fd_ < 0) return;
+  // RFC 5040 §6 / RFC 5041 §6: an abortive termination of the LLP stream; with linger {on, 0}
+  // close() discards unsent data and sends RST instead of FIN.
+  struct linger lg {
+    1, 0
+  };
+  setsockopt(fd_, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+  close(fd_);
+  fd_ = -1;
+}
+
+uint32_t TcpStream::emss() const {
+  int mss = 0;
+  socklen_t len = sizeof mss;
+  if (fd_ < 0 || getsockopt(fd_, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) != 0 || mss <= 0)
+    return 536;  // RFC 879 default MSS
+  return static_cast<uint32_t>(mss);
+}
+
+}  // namespace uiw::transport
