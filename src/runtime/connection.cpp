@@ -1,0 +1,123 @@
+#include "runtime/connection.h"
+
+#include <sys/uio.h>
+
+namespace uiw::runtime {
+
+using transport::IoStatus;
+
+Connection::Connection(engine::Qp* qp, std::unique_ptr<transport::ByteStream> stream)
+    : qp_(qp), stream_(std::move(stream)), stage_(kStageSize) {}
+
+bool Connection::receive_locked() {
+  bool moved = false;
+  // Bounded so one busy connection cannot starve the transmit side.
+  for (int round = 0; round < 64 && !rx_closed_; ++round) {
+    if (stage_off_ < stage_len_) {
+      const size_t n = qp_->rx_feed({stage_.data() + stage_off_, stage_len_ - stage_off_});
+      stage_off_ += n;
+      if (n == 0) break;  // the Qp stopped reading (not started)
+      moved = true;
+      continue;
+    }
+    const engine::Qp::RxNeed need = qp_->rx_need();
+    if (need.len == 0) break;
+    const bool direct = need.len >= kDirectMin && qp_->rx_directable();
+    iovec iov = direct ? iovec{need.dst, need.len} : iovec{stage_.data(), stage_.size()};
+    const transport::IoResult r = stream_->readv(&iov, 1);
+    if (r.status == IoStatus::WouldBlock) break;
+    if (r.status == IoStatus::Closed) {
+      rx_closed_ = true;
+      qp_->rx_eof();
+      moved = true;
+      break;
+    }
+    if (r.status == IoStatus::Error) {
+      rx_closed_ = true;
+      qp_->rx_error(r.err);
+      moved = true;
+      break;
+    }
+    moved = true;
+    if (direct) {
+      ++stats_.directed_reads;
+      qp_->rx_commit(r.bytes);
+    } else {
+      ++stats_.staged_reads;
+      stage_off_ = 0;
+      stage_len_ = r.bytes;
+    }
+  }
+  return moved;
+}
+
+bool Connection::transmit_locked() {
+  bool moved = false;
+  blocked_ = false;
+  for (;;) {
+    std::span<const iovec> iov = qp_->tx_pending();
+    if (iov.empty()) break;
+    const transport::IoResult r = stream_->writev(iov.data(), static_cast<int>(iov.size()));
+    if (r.status == IoStatus::WouldBlock) {
+      ++stats_.would_block;
+      blocked_ = true;
+      break;
+    }
+    if (r.status != IoStatus::Ok) {
+      if (!rx_closed_) qp_->rx_error(r.err);
+      rx_closed_ = true;
+      tx_shut_ = true;
+      return true;
+    }
+    ++stats_.writes;
+    qp_->tx_commit(r.bytes);
+    moved = true;
+  }
+  if (!tx_shut_ && qp_->tx_want_shutdown() && qp_->tx_idle()) {
+    stream_->shutdown_write();
+    tx_shut_ = true;
+    moved = true;
+  }
+  return moved;
+}
+
+bool Connection::progress() {
+  std::lock_guard lock(mu_);
+  const bool rx = receive_locked();
+  const bool tx = transmit_locked();
+  return rx || tx;
+}
+
+int Connection::post_send(const engine::SendWr& wr) {
+  std::lock_guard lock(mu_);
+  return qp_->post_send(wr);
+}
+
+int Connection::post_recv(const engine::RecvWr& wr) {
+  std::lock_guard lock(mu_);
+  return qp_->post_recv(wr);
+}
+
+void Connection::close() {
+  std::lock_guard lock(mu_);
+  qp_->close();
+}
+
+void Connection::abort() {
+  std::lock_guard lock(mu_);
+  qp_->abort();
+  stream_->abort();
+  rx_closed_ = tx_shut_ = true;
+}
+
+bool Connection::wants_write() {
+  std::lock_guard lock(mu_);
+  return blocked_;
+}
+
+bool Connection::finished() {
+  std::lock_guard lock(mu_);
+  return rx_closed_ && (tx_shut_ || qp_->state() == engine::QpState::Error);
+}
+
+}  // namespace uiw::runtime

@@ -1,0 +1,67 @@
+// Connection: moves a Qp's bytes over its lower-layer stream. The one place where engine and
+// socket meet (the engine itself never does I/O).
+//
+// Receive policy: headers and small payloads are read in bulk into a staging buffer (one
+// syscall for many small FPDUs, copied out by Qp::rx_feed); once the Qp waits for a payload of
+// at least kDirectMin bytes and the staging buffer is empty, the bytes are read straight into
+// their destination (Qp::rx_need / rx_commit: the directed read, no copy).
+//
+// Thread safety: progress() and the post_* helpers take mu(); the CQs are thread-safe on their
+// own. The Qp is owned by the caller and must outlive the Connection.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/qp.h"
+#include "transport/byte_stream.h"
+
+namespace uiw::runtime {
+
+struct ConnectionStats {
+  uint64_t staged_reads = 0, directed_reads = 0, writes = 0, would_block = 0;
+};
+
+class Connection {
+ public:
+  static constexpr size_t kStageSize = 64 * 1024;
+  static constexpr size_t kDirectMin = 4096;
+
+  Connection(engine::Qp* qp /* Unowned, must outlive */,
+             std::unique_ptr<transport::ByteStream> stream);
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // One non-blocking pass: receive what is there, then send what the Qp has. Returns true if
+  // any byte moved. Takes mu().
+  bool progress();
+  // Posting helpers that take the lock (the caller then kicks its progress driver).
+  int post_send(const engine::SendWr& wr);
+  int post_recv(const engine::RecvWr& wr);
+  void close();  // graceful
+  void abort();  // RST
+
+  int fd() const { return stream_->fd(); }
+  bool wants_write();  // the Qp has bytes the socket did not take yet
+  bool finished();     // both directions are closed; nothing more will move
+  std::mutex& mu() { return mu_; }
+  engine::Qp& qp() { return *qp_; }
+  transport::ByteStream& stream() { return *stream_; }
+  const ConnectionStats& stats() const { return stats_; }
+
+ private:
+  bool receive_locked();
+  bool transmit_locked();
+
+  std::mutex mu_;
+  engine::Qp* const qp_;  // Unowned.
+  std::unique_ptr<transport::ByteStream> stream_;
+  std::vector<uint8_t> stage_;
+  size_t stage_off_ = 0, stage_len_ = 0;
+  bool rx_closed_ = false, tx_shut_ = false, blocked_ = false;
+  ConnectionStats stats_;
+};
+
+}  // namespace uiw::runtime
