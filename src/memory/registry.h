@@ -132,7 +132,8 @@ class Registry {
 
   // A check() whose success keeps the region from being deregistered until the Pin dies:
   // deregister() waits for live pins. Hold a Pin only across one placement (one readv), never
-  // across a wait for the network, or deregister() stalls.
+  // across a wait for the network, or deregister() stalls; never call deregister() on a region
+  // the calling thread itself has pinned (it would wait forever).
   class Pin {
    public:
     Pin() = default;
