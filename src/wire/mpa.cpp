@@ -228,6 +228,7 @@ size_t FpduDecoder::fast_path(std::span<const uint8_t> in) {
     if (d == 0 || d < size) return 0;
   }
   const size_t body = fpdu_body_size(len);
+  pos_ += size;  // stream_pos() always equals start + octets consumed, errors included
   if (crc_) {
     const uint32_t want = crc32c(in.data(), body);
     if (load_le32(in.data() + body) != want) {
@@ -235,7 +236,6 @@ size_t FpduDecoder::fast_path(std::span<const uint8_t> in) {
       return size;
     }
   }
-  pos_ += size;
   ++frames_;
   visitor_->on_ulpdu(in.subspan(kUlpduLengthSize, len));
   return size;

@@ -310,5 +310,23 @@ TEST(FpduDecoderTest, PartialFrameIsNotBoundary) {
   EXPECT_EQ(v.ulpdus, s.ulpdus);
 }
 
+TEST(FpduDecoderTest, StreamPosCountsConsumedOctetsOnError) {
+  // Found by fuzz_fpdu_decoder: a CRC error on the in-place path must still advance stream_pos.
+  for (bool whole : {true, false}) {
+    auto s = make_stream({42}, true, false);
+    s.bytes[9] ^= 1;
+    CollectingVisitor v;
+    FpduDecoder dec(&v, true, false, 100);
+    size_t used = 0;
+    if (whole) {
+      used = dec.consume(s.bytes);
+    } else {
+      for (size_t i = 0; i < s.bytes.size(); ++i) used += dec.consume(std::span(&s.bytes[i], 1));
+    }
+    EXPECT_EQ(dec.error(), Error::CrcMismatch);
+    EXPECT_EQ(dec.stream_pos(), 100 + used);
+  }
+}
+
 }  // namespace
 }  // namespace uiw::wire
