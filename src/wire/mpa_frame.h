@@ -21,7 +21,9 @@
 // 0x8000 and MPA_V2_RDMA_READ_RTR 0x4000 into the ORD word, MPA_IRD_ORD_MASK 0x3fff. siw also
 // sets header flag MPA_RR_FLAG_ENHANCED (0x1000 of the 16-bit bits word = 0x10 of octet 16) with
 // Rev 2, and parses the IRD/ORD word only when Rev == 2 and that flag is set (rejecting the
-// frame if PD_Length < 4). uiw does the same for interoperability: v2 params <=> Rev 2 + 0x10.
+// frame if PD_Length < 4). Chelsio cxgb4 (MPA_ENHANCED_RDMA_CONN 0x10, MPA_V2_PEER2PEER_MODEL,
+// MPA_V2_ZERO_LEN_FPDU_RTR) and qed use the same bits. uiw does the same for interoperability:
+// v2 params <=> Rev 2 + 0x10.
 #pragma once
 
 #include <array>
