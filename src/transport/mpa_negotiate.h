@@ -14,9 +14,12 @@
 #include <functional>
 #include <vector>
 
+#include "engine/types.h"
+
 namespace uiw::transport {
 
-enum class RtrType : uint8_t { None, Send, Write, Read };
+// The RFC 6581 RTR message type is the engine's: negotiation picks it, the Qp sends it.
+using RtrType = engine::RtrType;
 const char* rtr_type_name(RtrType);
 
 struct MpaConfig {

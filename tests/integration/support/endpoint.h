@@ -1,18 +1,11 @@
-// Integration-test endpoint: a Qp with its memory registry, CQs and receive queue, connected over
-// real loopback TCP (transport::tcp_* + MPA negotiation) and driven either by a runtime::Progress
-// thread or inline by the waiting thread (busy-poll mode).
+// Integration-test endpoint: runtime::HostEndpoint plus waits that fail the calling test on
+// timeout. Connected over real loopback TCP with MPA negotiated on the socket.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
-#include <memory>
-#include <string>
 #include <vector>
 
-#include "engine/qp.h"
-#include "runtime/connection.h"
-#include "runtime/progress.h"
-#include "transport/mpa_negotiate.h"
+#include "runtime/host_endpoint.h"
 
 namespace uiw::test {
 
@@ -23,54 +16,30 @@ struct LinkOptions {
   uint16_t ird = 16, ord = 16;
   transport::RtrType rtr = transport::RtrType::Write;
 };
+transport::MpaConfig to_config(const LinkOptions& o);
 
-class Endpoint {
+class Endpoint : public runtime::HostEndpoint {
  public:
-  explicit Endpoint(uint32_t qpn, bool progress_thread = true);
-  ~Endpoint();
-
-  // Blocking connection setup; 0 or -errno. The Qp enters RTS on success.
-  int connect(uint16_t port, const LinkOptions& opts);
-  int accept(int listen_fd, const LinkOptions& opts);
-
+  explicit Endpoint(uint32_t qpn, bool progress_thread = true)
+      : HostEndpoint(qpn, progress_thread) {}
+  int connect(uint16_t port, const LinkOptions& o) {
+    return HostEndpoint::connect("127.0.0.1", port, to_config(o));
+  }
+  int accept(int listen_fd, const LinkOptions& o) {
+    return HostEndpoint::accept(listen_fd, to_config(o));
+  }
   memory::Stag reg(void* p, size_t len, uint32_t access);
   memory::Stag reg(std::vector<uint8_t>& v, uint32_t access) {
     return reg(v.data(), v.size(), access);
   }
-  int post_send(const engine::SendWr& wr);
-  int post_recv(const engine::RecvWr& wr);
-  // Waits for n completions (driving progress inline when there is no thread); fails the
-  // calling test (and returns what it got) on timeout.
+  // Wait for n completions; on timeout the calling test fails and what arrived is returned.
   std::vector<engine::Completion> wait_send(size_t n, int timeout_ms = 20000);
   std::vector<engine::Completion> wait_recv(size_t n, int timeout_ms = 20000);
-  // Waits until the Qp reaches Error (terminated, closed or flushed).
-  bool wait_error(int timeout_ms = 20000);
-  void close() {
-    conn_->close();
-    kick();
-  }
-  void kick();
-
-  engine::Qp& qp() { return *qp_; }
-  runtime::Connection& conn() { return *conn_; }
-  memory::Registry& registry() { return registry_; }
-  const transport::MpaResult& mpa() const { return mpa_; }
-  uint32_t mulpdu() const { return qp_->params().mulpdu; }
+  bool wait_error(int timeout_ms = 20000);  // until the Qp is in Error
+  uint32_t mulpdu() { return qp().params().mulpdu; }
 
  private:
-  int finish_setup(int fd, const transport::MpaResult& r);
-  std::vector<engine::Completion> wait(engine::CompletionQueue& cq, size_t n, int timeout_ms);
-
-  memory::Registry registry_{4096};
-  uint32_t pd_;
-  engine::CompletionQueue scq_{8192}, rcq_{8192};
-  engine::ReceiveQueue rq_{4096, false};
-  std::unique_ptr<engine::Qp> qp_;
-  std::unique_ptr<runtime::Connection> conn_;
-  std::unique_ptr<runtime::Progress> progress_;
-  bool use_thread_;
-  transport::MpaResult mpa_{};
-  bool qp_params_initiator_ = true;
+  std::vector<engine::Completion> wait(bool send, size_t n, int timeout_ms);
 };
 
 // A listening socket on 127.0.0.1 with an ephemeral port.

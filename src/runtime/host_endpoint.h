@@ -1,0 +1,62 @@
+// HostEndpoint: one RC queue pair with its own memory registry, CQs and receive queue, connected
+// over a host TCP socket with MPA negotiated in user space (transport::mpa_*). For host tools,
+// benchmarks and tests that run without uiw.ko; the provider builds the same pieces itself.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "engine/qp.h"
+#include "runtime/connection.h"
+#include "runtime/progress.h"
+#include "transport/mpa_negotiate.h"
+
+namespace uiw::runtime {
+
+// Thread safety: post_*, poll_* and progress() may be called from any thread.
+class HostEndpoint {
+ public:
+  // progress_thread: a runtime::Progress thread drives the connection; otherwise the caller
+  // does (busy-poll: poll_* and progress() move bytes inline).
+  HostEndpoint(uint32_t qpn, bool progress_thread, uint32_t sq_depth = 1024,
+               uint32_t cq_depth = 8192);
+  ~HostEndpoint();
+  HostEndpoint(const HostEndpoint&) = delete;
+  HostEndpoint& operator=(const HostEndpoint&) = delete;
+
+  // Blocking connection setup: TCP, MPA Request/Reply, then the Qp enters RTS. 0 or -errno.
+  int connect(const char* ip, uint16_t port, const transport::MpaConfig& cfg);
+  int accept(int listen_fd, const transport::MpaConfig& cfg);
+
+  memory::Stag reg(void* p, size_t len, uint32_t access, int* err = nullptr);
+  int post_send(const engine::SendWr& wr);
+  int post_recv(const engine::RecvWr& wr);
+  size_t poll_send(std::span<engine::Completion> out) { return poll(scq_, out); }
+  size_t poll_recv(std::span<engine::Completion> out) { return poll(rcq_, out); }
+  bool progress();  // one inline pass (busy-poll mode); false if nothing moved
+  bool busy_poll() const { return !progress_; }
+  void close();
+  engine::QpState state();
+
+  engine::Qp& qp() { return *qp_; }
+  Connection& conn() { return *conn_; }
+  memory::Registry& registry() { return registry_; }
+  const transport::MpaResult& mpa() const { return mpa_; }
+
+ private:
+  int finish_setup(int fd, const transport::MpaResult& r, bool initiator);
+  size_t poll(engine::CompletionQueue& cq, std::span<engine::Completion> out);
+
+  memory::Registry registry_{4096};
+  uint32_t pd_;
+  engine::CompletionQueue scq_, rcq_;
+  engine::ReceiveQueue rq_{4096, false};
+  std::unique_ptr<engine::Qp> qp_;
+  std::unique_ptr<Connection> conn_;
+  std::unique_ptr<Progress> progress_;
+  bool want_thread_;
+  transport::MpaResult mpa_{};
+};
+
+}  // namespace uiw::runtime
