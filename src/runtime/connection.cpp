@@ -46,6 +46,12 @@ bool Connection::receive_locked() {
       ++stats_.staged_reads;
       stage_off_ = 0;
       stage_len_ = r.bytes;
+      // A short read drained the socket: consume it and stop, instead of paying a readv that
+      // can only say EAGAIN (new data raises a new readiness edge).
+      if (r.bytes < stage_.size()) {
+        stage_off_ = qp_->rx_feed({stage_.data(), stage_len_});
+        if (stage_off_ == stage_len_) break;
+      }
     }
   }
   return moved;

@@ -1,5 +1,6 @@
 #include "runtime/host_endpoint.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include "transport/byte_stream.h"
@@ -115,6 +116,16 @@ engine::QpState HostEndpoint::state() {
   if (!conn_) return qp_->state();
   std::lock_guard lock(conn_->mu());
   return qp_->state();
+}
+
+}  // namespace uiw::runtime
+
+namespace uiw::runtime {
+
+void HostEndpoint::wait_io(int timeout_ms) {
+  if (!conn_ || conn_->fd() < 0) return;
+  pollfd p{conn_->fd(), static_cast<short>(POLLIN | (conn_->wants_write() ? POLLOUT : 0)), 0};
+  ::poll(&p, 1, timeout_ms);
 }
 
 }  // namespace uiw::runtime

@@ -35,6 +35,9 @@ class HostEndpoint {
   size_t poll_send(std::span<engine::Completion> out) { return poll(scq_, out); }
   size_t poll_recv(std::span<engine::Completion> out) { return poll(rcq_, out); }
   bool progress();  // one inline pass (busy-poll mode); false if nothing moved
+  // Blocks until the socket is readable (or writable while the Qp has unsent bytes), at most
+  // timeout_ms: how a busy-poll loop yields the CPU after spinning without progress.
+  void wait_io(int timeout_ms);
   bool busy_poll() const { return !progress_; }
   void close();
   engine::QpState state();
