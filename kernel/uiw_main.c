@@ -1,22 +1,475 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause
 /*
  * uiw: thin kernel helper of the uiw user-space iWARP RNIC.
- * Module entry points.
+ *
+ * Module entry points, `rdma link add/del`, device registration, the port GID table and
+ * the netdev / address notifiers that keep it current.
  */
 
+#include <linux/etherdevice.h>
+#include <linux/if_arp.h>
+#include <linux/inetdevice.h>
 #include <linux/module.h>
+#include <net/addrconf.h>
+#include <net/if_inet6.h>
+#include <rdma/rdma_netlink.h>
+
+#include "uiw.h"
+#include "uiw_cm.h"
 
 MODULE_AUTHOR("uiw developers");
 MODULE_DESCRIPTION("uiw user-space iWARP RNIC kernel helper");
 MODULE_LICENSE("Dual BSD/GPL");
+MODULE_ALIAS_RDMA_LINK("uiw");
+
+/* Unregistrations, GID table refreshes. */
+struct workqueue_struct *uiw_wq;
+
+/*
+ * Our devices. uiw is out of tree and registers with RDMA_DRIVER_UNKNOWN, which
+ * ib_device_get_by_netdev() and ib_unregister_driver() match on every other ID-less
+ * driver, so uiw keeps its own list.
+ */
+static LIST_HEAD(uiw_devs);
+static DEFINE_SPINLOCK(uiw_devs_lock);
+static atomic_t uiw_dev_count = ATOMIC_INIT(0);
+static DECLARE_WAIT_QUEUE_HEAD(uiw_dev_gone_wq);
+
+/* Caller holds uiw_devs_lock. */
+static struct uiw_dev *uiw_find_dev(const struct net_device *netdev)
+{
+	struct uiw_dev *udev;
+
+	list_for_each_entry(udev, &uiw_devs, list)
+		if (udev->netdev == netdev)
+			return udev;
+	return NULL;
+}
+
+/*
+ * GID table (layout documented in uiw-abi.h): the netdev's addresses, IPv4 first as
+ * IPv4-mapped, then IPv6; the MAC GID (what rdma_cm looks up for an iWARP port) last.
+ */
+static void uiw_gid_collect(struct net_device *netdev, union ib_gid *gid)
+{
+	struct in_device *in_dev;
+	const struct in_ifaddr *ifa;
+	int n = 0;
+
+	memset(gid, 0, sizeof(*gid) * UIW_GID_TBL_LEN);
+
+	rcu_read_lock();
+	in_dev = __in_dev_get_rcu(netdev);
+	if (in_dev) {
+		in_dev_for_each_ifa_rcu(ifa, in_dev) {
+			if (n >= UIW_GID_MAC_INDEX)
+				break;
+			ipv6_addr_set_v4mapped(ifa->ifa_local,
+					       (struct in6_addr *)gid[n++].raw);
+		}
+	}
+	rcu_read_unlock();
+
+#if IS_ENABLED(CONFIG_IPV6)
+	{
+		struct inet6_dev *idev = in6_dev_get(netdev);
+		struct inet6_ifaddr *ifp;
+
+		if (idev) {
+			read_lock_bh(&idev->lock);
+			list_for_each_entry(ifp, &idev->addr_list, if_list) {
+				if (n >= UIW_GID_MAC_INDEX)
+					break;
+				memcpy(gid[n++].raw, &ifp->addr, sizeof(gid->raw));
+			}
+			read_unlock_bh(&idev->lock);
+			in6_dev_put(idev);
+		}
+	}
+#endif
+	/* rdma_cm uses the first 6 bytes of dev_addr as the GID of an Ethernet iWARP port. */
+	if (netdev->addr_len >= ETH_ALEN)
+		memcpy(gid[UIW_GID_MAC_INDEX].raw, netdev->dev_addr, ETH_ALEN);
+}
+
+/* Rebuild the GID table; if it changed, make the core refresh its GID cache. */
+void uiw_gid_update(struct uiw_dev *udev)
+{
+	union ib_gid gid[UIW_GID_TBL_LEN];
+	struct ib_event event = {
+		.device = &udev->ibdev,
+		.element.port_num = 1,
+		.event = IB_EVENT_GID_CHANGE,
+	};
+	bool changed;
+
+	uiw_gid_collect(udev->netdev, gid);
+
+	spin_lock_bh(&udev->gid_lock);
+	changed = memcmp(gid, udev->gid, sizeof(gid)) != 0;
+	if (changed)
+		memcpy(udev->gid, gid, sizeof(gid));
+	spin_unlock_bh(&udev->gid_lock);
+
+	/* Only a registered, not yet unregistering device takes events. */
+	if (changed && ib_device_try_get(&udev->ibdev)) {
+		ib_dispatch_event(&event);
+		ib_device_put(&udev->ibdev);
+	}
+}
+
+static void uiw_gid_work(struct work_struct *work)
+{
+	uiw_gid_update(container_of(work, struct uiw_dev, gid_work));
+}
+
+static void uiw_port_event(struct uiw_dev *udev, enum ib_event_type type)
+{
+	struct ib_event event = {
+		.device = &udev->ibdev,
+		.element.port_num = 1,
+		.event = type,
+	};
+
+	if (ib_device_try_get(&udev->ibdev)) {
+		ib_dispatch_event(&event);
+		ib_device_put(&udev->ibdev);
+	}
+}
+
+static void uiw_unreg_work(struct work_struct *work)
+{
+	struct uiw_dev *udev = container_of(work, struct uiw_dev, unreg_work);
+
+	/* The device memory stays until put_device(), taken when the work was queued. */
+	ib_unregister_device(&udev->ibdev);
+	put_device(&udev->ibdev.dev);
+}
+
+/* Caller holds uiw_devs_lock. */
+static void uiw_queue_unregister(struct uiw_dev *udev)
+{
+	if (udev->unreg_queued)
+		return;
+	udev->unreg_queued = true;
+	get_device(&udev->ibdev.dev);
+	queue_work(uiw_wq, &udev->unreg_work);
+}
+
+static int uiw_netdev_event(struct notifier_block *nb, unsigned long event,
+			    void *arg)
+{
+	struct net_device *netdev = netdev_notifier_info_to_dev(arg);
+	struct uiw_dev *udev;
+
+	spin_lock(&uiw_devs_lock);
+	udev = uiw_find_dev(netdev);
+	if (!udev)
+		goto out;
+
+	switch (event) {
+	case NETDEV_UP:
+	case NETDEV_DOWN:
+	case NETDEV_CHANGE:
+		uiw_port_event(udev, netif_running(netdev) &&
+					     netif_oper_up(netdev) ?
+					     IB_EVENT_PORT_ACTIVE :
+					     IB_EVENT_PORT_ERR);
+		queue_work(uiw_wq, &udev->gid_work);
+		break;
+	case NETDEV_CHANGEADDR:
+		queue_work(uiw_wq, &udev->gid_work);
+		break;
+	case NETDEV_CHANGENAME:
+		strscpy(udev->ibdev.iw_ifname, netdev->name,
+			sizeof(udev->ibdev.iw_ifname));
+		break;
+	case NETDEV_UNREGISTER:
+		/* Also sent when the netdev moves to another network namespace. */
+		udev->netdev_gone = true;
+		uiw_queue_unregister(udev);
+		break;
+	default:
+		break;
+	}
+out:
+	spin_unlock(&uiw_devs_lock);
+	return NOTIFY_OK;
+}
+
+static void uiw_addr_event(struct net_device *netdev)
+{
+	struct uiw_dev *udev;
+
+	spin_lock_bh(&uiw_devs_lock);
+	udev = uiw_find_dev(netdev);
+	if (udev)
+		queue_work(uiw_wq, &udev->gid_work);
+	spin_unlock_bh(&uiw_devs_lock);
+}
+
+static int uiw_inetaddr_event(struct notifier_block *nb, unsigned long event,
+			      void *arg)
+{
+	const struct in_ifaddr *ifa = arg;
+
+	uiw_addr_event(ifa->ifa_dev->dev);
+	return NOTIFY_OK;
+}
+
+/* The inet6addr chain is atomic: only queue work from here. */
+static int uiw_inet6addr_event(struct notifier_block *nb, unsigned long event,
+			       void *arg)
+{
+	const struct inet6_ifaddr *ifp = arg;
+
+	uiw_addr_event(ifp->idev->dev);
+	return NOTIFY_OK;
+}
+
+static struct notifier_block uiw_netdev_nb = {
+	.notifier_call = uiw_netdev_event,
+};
+
+static struct notifier_block uiw_inetaddr_nb = {
+	.notifier_call = uiw_inetaddr_event,
+};
+
+static struct notifier_block uiw_inet6addr_nb = {
+	.notifier_call = uiw_inet6addr_event,
+};
+
+/* Called by the core when the device is freed (after unregistration or a failed one). */
+static void uiw_dealloc_driver(struct ib_device *ibdev)
+{
+	struct uiw_dev *udev = to_udev(ibdev);
+
+	spin_lock_bh(&uiw_devs_lock);
+	list_del_init(&udev->list);
+	spin_unlock_bh(&uiw_devs_lock);
+	cancel_work_sync(&udev->gid_work);
+
+	uiw_cm_dev_cleanup(udev);
+
+	WARN_ON(!xa_empty(&udev->qp_xa));
+	WARN_ON(!xa_empty(&udev->mr_xa));
+	WARN_ON(!xa_empty(&udev->cq_xa));
+	WARN_ON(!xa_empty(&udev->srq_xa));
+	xa_destroy(&udev->qp_xa);
+	xa_destroy(&udev->mr_xa);
+	xa_destroy(&udev->cq_xa);
+	xa_destroy(&udev->srq_xa);
+	xa_destroy(&udev->cep_xa);
+	dev_put(udev->netdev);
+
+	if (atomic_dec_and_test(&uiw_dev_count))
+		wake_up_all(&uiw_dev_gone_wq);
+}
+
+static const struct ib_device_ops uiw_main_ops = {
+	.dealloc_driver = uiw_dealloc_driver,
+};
+
+static bool uiw_netdev_qualified(const struct net_device *netdev)
+{
+	switch (netdev->type) {
+	case ARPHRD_ETHER:
+	case ARPHRD_IEEE802:
+	case ARPHRD_LOOPBACK:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static struct uiw_dev *uiw_dev_alloc(struct net_device *netdev)
+{
+	static atomic_t part_id = ATOMIC_INIT(0);
+	struct uiw_dev *udev;
+	struct ib_device *ibdev;
+	u8 mac[ETH_ALEN];
+	u8 *guid;
+
+	udev = ib_alloc_device(uiw_dev, ibdev);
+	if (!udev)
+		return NULL;
+	ibdev = &udev->ibdev;
+
+	udev->netdev = netdev;
+	dev_hold(netdev);
+	INIT_LIST_HEAD(&udev->list);
+	INIT_WORK(&udev->unreg_work, uiw_unreg_work);
+	INIT_WORK(&udev->gid_work, uiw_gid_work);
+	spin_lock_init(&udev->gid_lock);
+	xa_init_flags(&udev->qp_xa, XA_FLAGS_ALLOC);
+	xa_init_flags(&udev->mr_xa, XA_FLAGS_ALLOC);
+	xa_init_flags(&udev->cq_xa, XA_FLAGS_ALLOC);
+	xa_init_flags(&udev->srq_xa, XA_FLAGS_ALLOC);
+	xa_init_flags(&udev->cep_xa, XA_FLAGS_ALLOC1);
+	spin_lock_init(&udev->cep_lock);
+	INIT_LIST_HEAD(&udev->cep_list);
+	/* Random starting points make QPNs and STags hard to guess (RFC 5040 §8). */
+	udev->qp_next = UIW_QPN_MIN + get_random_u32_below(1 << 16);
+	udev->mr_next = 1 + get_random_u32_below(1 << 16);
+
+	/*
+	 * Node GUID: the EUI-64 of the MAC with 0xff,0x75 ("u") instead of 0xff,0xfe in
+	 * the middle, so it never equals the GUID siw or rxe derive from the same MAC.
+	 */
+	if (netdev->addr_len >= ETH_ALEN && !is_zero_ether_addr(netdev->dev_addr))
+		memcpy(mac, netdev->dev_addr, ETH_ALEN);
+	else
+		eth_random_addr(mac);
+	guid = (u8 *)&ibdev->node_guid;
+	addrconf_addr_eui48(guid, mac);
+	guid[4] = 0x75;
+
+	ibdev->node_type = RDMA_NODE_RNIC;
+	ibdev->phys_port_cnt = 1;
+	ibdev->num_comp_vectors = 1;
+	ibdev->local_dma_lkey = 0;
+	ibdev->driver_def = uiw_uapi_defs;
+	/* uiw binds real kernel TCP ports: iwpmd must not remap them. */
+	ibdev->iw_driver_flags = IW_F_NO_PORT_MAP;
+	strscpy(ibdev->iw_ifname, netdev->name, sizeof(ibdev->iw_ifname));
+	snprintf(ibdev->node_desc, sizeof(ibdev->node_desc),
+		 "uiw user-space iWARP RNIC on %s", netdev->name);
+	udev->vendor_part_id = atomic_inc_return(&part_id);
+
+	ib_set_device_ops(ibdev, &uiw_device_ops);
+	ib_set_device_ops(ibdev, &uiw_main_ops);
+
+	uiw_gid_collect(netdev, udev->gid);
+	return udev;
+}
+
+static int uiw_newlink(const char *ibdev_name, struct net_device *netdev)
+{
+	struct uiw_dev *udev;
+	bool gone;
+	int rv;
+
+	if (!uiw_netdev_qualified(netdev))
+		return -EINVAL;
+
+	udev = uiw_dev_alloc(netdev);
+	if (!udev)
+		return -ENOMEM;
+	atomic_inc(&uiw_dev_count);
+
+	/*
+	 * One uiw device per netdev. The device joins the list before it registers so the
+	 * netdev notifier sees it: a netdev that unregisters meanwhile sets netdev_gone.
+	 */
+	spin_lock_bh(&uiw_devs_lock);
+	if (uiw_find_dev(netdev)) {
+		spin_unlock_bh(&uiw_devs_lock);
+		ib_dealloc_device(&udev->ibdev);
+		return -EEXIST;
+	}
+	list_add_tail(&udev->list, &uiw_devs);
+	udev->unreg_queued = true;	/* not registered yet: nothing to queue */
+	spin_unlock_bh(&uiw_devs_lock);
+
+	if (READ_ONCE(netdev->reg_state) != NETREG_REGISTERED) {
+		ib_dealloc_device(&udev->ibdev);
+		return -ENODEV;
+	}
+
+	rv = ib_device_set_netdev(&udev->ibdev, netdev, 1);
+	if (!rv)
+		rv = ib_register_device(&udev->ibdev, ibdev_name, NULL);
+	if (rv) {
+		ib_dealloc_device(&udev->ibdev);
+		return rv;
+	}
+
+	spin_lock_bh(&uiw_devs_lock);
+	udev->unreg_queued = false;
+	gone = udev->netdev_gone;
+	spin_unlock_bh(&uiw_devs_lock);
+	if (gone) {
+		ib_unregister_device(&udev->ibdev);
+		return -ENODEV;
+	}
+	uiw_dbg(udev, "registered on %s\n", netdev->name);
+	return 0;
+}
+
+static struct rdma_link_ops uiw_link_ops = {
+	.type = "uiw",
+	.newlink = uiw_newlink,
+};
+
+/* Unregister every uiw device (module exit); each one's dealloc_driver unlinks it. */
+static void uiw_unregister_all(void)
+{
+	struct uiw_dev *udev;
+
+	for (;;) {
+		spin_lock_bh(&uiw_devs_lock);
+		udev = list_first_entry_or_null(&uiw_devs, struct uiw_dev, list);
+		if (udev)
+			get_device(&udev->ibdev.dev);
+		spin_unlock_bh(&uiw_devs_lock);
+		if (!udev)
+			break;
+		ib_unregister_device(&udev->ibdev);
+		put_device(&udev->ibdev.dev);
+	}
+	wait_event(uiw_dev_gone_wq, atomic_read(&uiw_dev_count) == 0);
+}
 
 static int __init uiw_init_module(void)
 {
+	int rv;
+
+	uiw_wq = alloc_workqueue("uiw", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	if (!uiw_wq)
+		return -ENOMEM;
+	rv = uiw_cm_init();
+	if (rv)
+		goto out_wq;
+	rv = register_netdevice_notifier(&uiw_netdev_nb);
+	if (rv)
+		goto out_cm;
+	rv = register_inetaddr_notifier(&uiw_inetaddr_nb);
+	if (rv)
+		goto out_netdev;
+#if IS_ENABLED(CONFIG_IPV6)
+	rv = register_inet6addr_notifier(&uiw_inet6addr_nb);
+	if (rv)
+		goto out_inet;
+#endif
+	rdma_link_register(&uiw_link_ops);
 	return 0;
+
+#if IS_ENABLED(CONFIG_IPV6)
+out_inet:
+	unregister_inetaddr_notifier(&uiw_inetaddr_nb);
+#endif
+out_netdev:
+	unregister_netdevice_notifier(&uiw_netdev_nb);
+out_cm:
+	uiw_cm_exit();
+out_wq:
+	destroy_workqueue(uiw_wq);
+	return rv;
 }
 
 static void __exit uiw_exit_module(void)
 {
+	rdma_link_unregister(&uiw_link_ops);
+	/* Queued unregistrations first, then whatever is left. */
+	flush_workqueue(uiw_wq);
+	uiw_unregister_all();
+#if IS_ENABLED(CONFIG_IPV6)
+	unregister_inet6addr_notifier(&uiw_inet6addr_nb);
+#endif
+	unregister_inetaddr_notifier(&uiw_inetaddr_nb);
+	unregister_netdevice_notifier(&uiw_netdev_nb);
+	uiw_cm_exit();
+	destroy_workqueue(uiw_wq);
 }
 
 module_init(uiw_init_module);

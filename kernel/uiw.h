@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause */
+/*
+ * uiw.ko internals: device, shadow verbs objects and their limits.
+ *
+ * uiw.ko never moves payload. It registers the RDMA device, keeps shadow copies of the
+ * verbs objects the RDMA core needs (ucontext, PD, CQ, QP, SRQ, MR keys), runs iWARP
+ * connection setup for iw_cm and hands each connected socket to the process that owns
+ * the QP. The protocol engines run in the provider (user space).
+ */
+#ifndef UIW_H
+#define UIW_H
+
+#include <linux/completion.h>
+#include <linux/list.h>
+#include <linux/netdevice.h>
+#include <linux/refcount.h>
+#include <linux/spinlock.h>
+#include <linux/workqueue.h>
+#include <linux/xarray.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "uiw-abi.h"
+
+/*
+ * Device limits. They are what ibv_query_device reports and what the provider's engine
+ * must honour; the provider learns them from struct uiw_uresp_alloc_ucontext.
+ */
+#define UIW_VENDOR_ID 0x756977		/* "uiw" */
+#define UIW_MAX_QP (1 << 16)
+#define UIW_MAX_QP_WR (1 << 14)
+#define UIW_MAX_SGE 16
+#define UIW_MAX_SGE_RD 1		/* one sink STag per RDMA Read Request (RFC 5040 §4.4) */
+#define UIW_MAX_INLINE 256
+#define UIW_MAX_IRD 128
+#define UIW_MAX_ORD 128
+#define UIW_MAX_CQ (1 << 16)
+#define UIW_MAX_CQE (1 << 20)
+#define UIW_MAX_PD (1 << 16)
+#define UIW_MAX_MR (1 << 20)
+#define UIW_MAX_SRQ (1 << 14)
+#define UIW_MAX_SRQ_WR (1 << 14)
+#define UIW_MAX_UCTX 4096
+/* iw_cm carries private data lengths in a u8 (struct iw_cm_event, iw_cm_conn_param). */
+#define UIW_MAX_PRIVATE_DATA 255
+
+/* QPNs are 24 bits on the verbs interface; 0 and 1 are special in IB, never hand them out. */
+#define UIW_QPN_MIN 2
+#define UIW_QPN_MAX 0xffffff
+/* STag = index << 8 | key (RFC 5040 §2.1: an STag is opaque to the peer). */
+#define UIW_STAG_IDX_MAX 0xffffff
+
+struct uiw_cep;
+
+struct uiw_dev {
+	struct ib_device ibdev;		/* first: ib_alloc_device() */
+	struct net_device *netdev;	/* own reference, dropped in dealloc_driver */
+	struct list_head list;		/* uiw_devs, under uiw_devs_lock */
+	bool unreg_queued;		/* under uiw_devs_lock */
+	bool netdev_gone;		/* NETDEV_UNREGISTER seen; under uiw_devs_lock */
+	struct work_struct unreg_work;	/* unregister after NETDEV_UNREGISTER */
+	struct work_struct gid_work;	/* rebuild the GID table, then tell the core */
+
+	spinlock_t gid_lock;
+	union ib_gid gid[UIW_GID_TBL_LEN];
+
+	struct xarray qp_xa;		/* QPN -> struct uiw_qp (RCU lookups by iw_get_qp) */
+	u32 qp_next;
+	struct xarray mr_xa;		/* STag index -> struct uiw_mr */
+	u32 mr_next;
+	struct xarray cq_xa;		/* cq id -> struct uiw_cq */
+	u32 cq_next;
+	struct xarray srq_xa;		/* srq id -> struct uiw_srq */
+	u32 srq_next;
+
+	u32 vendor_part_id;
+
+	atomic_t num_uctx;
+	atomic_t num_pd;
+	atomic_t num_cq;
+	atomic_t num_qp;
+	atomic_t num_srq;
+	atomic_t num_mr;
+
+	/* Connection endpoints of this device (uiw_cm.c). */
+	spinlock_t cep_lock;
+	struct list_head cep_list;
+	struct xarray cep_xa;		/* ids of endpoints awaiting iw_accept/iw_reject */
+	u32 cep_next;
+};
+
+struct uiw_ucontext {
+	struct ib_ucontext ibuc;	/* first */
+	struct pid *owner;		/* thread group that opened the context */
+	spinlock_t lock;
+	struct eventfd_ctx *ready_efd;	/* readiness eventfd, under lock */
+};
+
+struct uiw_pd {
+	struct ib_pd ibpd;
+};
+
+struct uiw_cq {
+	struct ib_cq ibcq;
+	u32 id;
+};
+
+struct uiw_srq {
+	struct ib_srq ibsrq;
+	u32 id;
+	u32 num_rqe;
+	u32 limit;
+};
+
+struct uiw_mr {
+	struct ib_mr ibmr;
+	u32 stag;
+};
+
+struct uiw_qp {
+	struct ib_qp ibqp;		/* first */
+	struct uiw_ucontext *uctx;
+	struct pid *owner;		/* thread group that created the QP */
+	refcount_t ref;			/* creator + iw_cm (iw_add_ref) + connection code */
+	struct completion released;	/* ref reached zero */
+
+	spinlock_t lock;		/* protects the fields below */
+	enum ib_qp_state state;		/* shadow of the provider's QP state */
+	bool dying;			/* destroy_qp started: no new connection */
+	u32 num_sqe;
+	u32 num_rqe;
+	u32 ird;			/* max_dest_rd_atomic */
+	u32 ord;			/* max_rd_atomic */
+	int access_flags;
+	struct uiw_cep *cep;		/* connection; holds a cep reference */
+};
+
+static inline struct uiw_dev *to_udev(struct ib_device *ibdev)
+{
+	return container_of(ibdev, struct uiw_dev, ibdev);
+}
+
+static inline struct uiw_ucontext *to_uctx(struct ib_ucontext *ibuc)
+{
+	return container_of(ibuc, struct uiw_ucontext, ibuc);
+}
+
+static inline struct uiw_qp *to_uqp(struct ib_qp *ibqp)
+{
+	return container_of(ibqp, struct uiw_qp, ibqp);
+}
+
+static inline struct uiw_cq *to_ucq(struct ib_cq *ibcq)
+{
+	return container_of(ibcq, struct uiw_cq, ibcq);
+}
+
+static inline struct uiw_srq *to_usrq(struct ib_srq *ibsrq)
+{
+	return container_of(ibsrq, struct uiw_srq, ibsrq);
+}
+
+static inline struct uiw_mr *to_umr(struct ib_mr *ibmr)
+{
+	return container_of(ibmr, struct uiw_mr, ibmr);
+}
+
+static inline struct uiw_dev *uiw_qp_dev(struct uiw_qp *qp)
+{
+	return to_udev(qp->ibqp.device);
+}
+
+#define uiw_dbg(udev, fmt, ...)                                                \
+	ibdev_dbg(&(udev)->ibdev, "%s: " fmt, __func__, ##__VA_ARGS__)
+#define uiw_dbg_qp(qp, fmt, ...)                                               \
+	ibdev_dbg((qp)->ibqp.device, "QP[%u] %s: " fmt, (qp)->ibqp.qp_num,      \
+		  __func__, ##__VA_ARGS__)
+
+/* uiw_main.c */
+extern struct workqueue_struct *uiw_wq;
+void uiw_gid_update(struct uiw_dev *udev);
+
+/* uiw_verbs.c */
+extern const struct ib_device_ops uiw_device_ops;
+void uiw_qp_get(struct uiw_qp *qp);
+void uiw_qp_put(struct uiw_qp *qp);
+struct uiw_qp *uiw_qp_lookup(struct uiw_dev *udev, u32 qpn);
+void uiw_qp_set_state(struct uiw_qp *qp, enum ib_qp_state state);
+bool uiw_qp_owned_by_current(struct uiw_qp *qp);
+void uiw_ucontext_signal(struct uiw_ucontext *uctx);
+
+/* uiw_uapi.c */
+extern const struct uapi_definition uiw_uapi_defs[];
+
+#endif /* UIW_H */

@@ -1,0 +1,601 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause
+/*
+ * uiw connection manager: endpoint lifetime, socket callbacks, event dispatch and the
+ * transitions shared by the active and passive sides. The iw_cm ops and the MPA
+ * negotiation are in uiw_cm_conn.c, the QP side (close, destroy, hand-off) in uiw_cm_qp.c.
+ */
+
+#include <linux/file.h>
+#include <linux/module.h>
+#include <linux/tcp.h>
+#include <net/ip.h>
+#include <net/ipv6.h>
+#include <net/sock.h>
+#include <net/tcp.h>
+
+#include "uiw_cm.h"
+
+/* Ordered: one endpoint event at a time, in the order they were posted. */
+static struct workqueue_struct *uiw_cm_wq;
+static atomic_t uiw_cep_count = ATOMIC_INIT(0);
+
+static void uiw_cep_work(struct work_struct *work);
+static void uiw_cep_timeout(struct work_struct *work);
+
+/* Endpoint lifetime */
+
+static void uiw_cep_release(struct kref *ref)
+{
+	struct uiw_cep *cep = container_of(ref, struct uiw_cep, ref);
+	struct uiw_dev *udev = cep->udev;
+
+	WARN_ON(cep->sock || cep->cm_id || cep->qp || cep->listener);
+	spin_lock_bh(&udev->cep_lock);
+	list_del(&cep->dev_entry);
+	spin_unlock_bh(&udev->cep_lock);
+	put_device(&udev->ibdev.dev);
+	kfree(cep);
+	atomic_dec(&uiw_cep_count);
+}
+
+void uiw_cep_get(struct uiw_cep *cep)
+{
+	kref_get(&cep->ref);
+}
+
+void uiw_cep_put(struct uiw_cep *cep)
+{
+	kref_put(&cep->ref, uiw_cep_release);
+}
+
+struct uiw_cep *uiw_cep_alloc(struct uiw_dev *udev)
+{
+	struct uiw_cep *cep = kzalloc(sizeof(*cep), GFP_KERNEL);
+
+	if (!cep)
+		return NULL;
+	kref_init(&cep->ref);
+	mutex_init(&cep->lock);
+	cep->udev = udev;
+	get_device(&udev->ibdev.dev);
+	INIT_LIST_HEAD(&cep->children);
+	INIT_LIST_HEAD(&cep->child_entry);
+	INIT_WORK(&cep->work, uiw_cep_work);
+	INIT_DELAYED_WORK(&cep->timer, uiw_cep_timeout);
+	atomic_inc(&uiw_cep_count);
+
+	spin_lock_bh(&udev->cep_lock);
+	list_add_tail(&cep->dev_entry, &udev->cep_list);
+	spin_unlock_bh(&udev->cep_lock);
+	return cep;
+}
+
+/* Queue event processing; callable from any context. */
+void uiw_cep_post(struct uiw_cep *cep, enum uiw_cep_event ev)
+{
+	set_bit(ev, &cep->events);
+	uiw_cep_get(cep);
+	if (!queue_work(uiw_cm_wq, &cep->work))
+		uiw_cep_put(cep);	/* already queued; never the last reference */
+}
+
+/* Caller holds cep->lock. The timer only acts if the state is still the armed one. */
+void uiw_cep_arm_timer(struct uiw_cep *cep, unsigned long delay)
+{
+	cep->timer_state = cep->state;
+	cep->timer_expires = jiffies + delay;
+	uiw_cep_get(cep);
+	if (mod_delayed_work(uiw_cm_wq, &cep->timer, delay))
+		uiw_cep_put(cep);
+}
+
+void uiw_cep_cancel_timer(struct uiw_cep *cep)
+{
+	cep->timer_state = UIW_CEP_IDLE;
+	if (cancel_delayed_work(&cep->timer))
+		uiw_cep_put(cep);
+}
+
+/* Socket callbacks (softirq or process context; they only post events). */
+
+static void uiw_sk_data_ready(struct sock *sk)
+{
+	struct uiw_cep *cep;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	cep = sk->sk_user_data;
+	if (cep)
+		uiw_cep_post(cep, UIW_CEP_EV_READ);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+static void uiw_sk_state_change(struct sock *sk)
+{
+	void (*orig)(struct sock *sk) = NULL;
+	struct uiw_cep *cep;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	cep = sk->sk_user_data;
+	if (cep) {
+		orig = cep->sk_state_change;
+		uiw_cep_post(cep, UIW_CEP_EV_STATE);
+	}
+	read_unlock_bh(&sk->sk_callback_lock);
+	/* The owner's poll/epoll waits on the original wakeup. */
+	if (orig)
+		orig(sk);
+}
+
+/*
+ * Listener. Accepted children inherit this callback and the listener's sk_user_data
+ * until uiw_listen_accept() installs their own, so act on listening sockets only.
+ */
+static void uiw_sk_listen_data_ready(struct sock *sk)
+{
+	struct uiw_cep *cep;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	cep = sk->sk_user_data;
+	if (cep && sk->sk_state == TCP_LISTEN)
+		uiw_cep_post(cep, UIW_CEP_EV_ACCEPT);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/*
+ * Bind a socket to cep and install the callbacks of `mode` (the socket holds a cep
+ * reference). orig_data_ready: what to restore, if not the socket's current callback.
+ */
+void uiw_sk_assoc(struct uiw_cep *cep, struct socket *s, enum uiw_sk_mode mode,
+		  void (*orig_data_ready)(struct sock *sk))
+{
+	struct sock *sk = s->sk;
+
+	uiw_cep_get(cep);
+	cep->sock = s;
+	write_lock_bh(&sk->sk_callback_lock);
+	cep->sk_data_ready = orig_data_ready ?: sk->sk_data_ready;
+	cep->sk_state_change = sk->sk_state_change;
+	sk->sk_user_data = cep;
+	switch (mode) {
+	case UIW_SK_LISTEN:
+		sk->sk_data_ready = uiw_sk_listen_data_ready;
+		break;
+	case UIW_SK_MPA:
+		sk->sk_data_ready = uiw_sk_data_ready;
+		sk->sk_state_change = uiw_sk_state_change;
+		break;
+	case UIW_SK_RDMA:
+		sk->sk_data_ready = cep->sk_data_ready;
+		sk->sk_state_change = uiw_sk_state_change;
+		break;
+	}
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
+/* Restore the socket's callbacks; no callback uses cep afterwards. */
+void uiw_sk_disassoc(struct uiw_cep *cep)
+{
+	struct sock *sk = cep->sock->sk;
+
+	write_lock_bh(&sk->sk_callback_lock);
+	if (sk->sk_user_data == cep) {
+		sk->sk_data_ready = cep->sk_data_ready;
+		sk->sk_state_change = cep->sk_state_change;
+		sk->sk_user_data = NULL;
+	}
+	write_unlock_bh(&sk->sk_callback_lock);
+	uiw_cep_put(cep);
+}
+
+/*
+ * Close and forget the socket. A handed-over socket lives on while the owner keeps its
+ * fd, so it is shut down explicitly; abort also makes the final close send a reset.
+ */
+void uiw_cep_release_sock(struct uiw_cep *cep, bool abort)
+{
+	struct socket *s = cep->sock;
+
+	if (!s)
+		return;
+	uiw_sk_disassoc(cep);
+	cep->sock = NULL;
+	if (abort)
+		sock_no_linger(s->sk);
+	if (cep->file) {
+		kernel_sock_shutdown(s, SHUT_RDWR);
+		fput(cep->file);
+		cep->file = NULL;
+	} else {
+		sock_release(s);
+	}
+}
+
+bool uiw_sk_peer_gone(const struct sock *sk)
+{
+	int state = READ_ONCE(sk->sk_state);
+
+	return state == TCP_CLOSE || state == TCP_CLOSE_WAIT ||
+	       state == TCP_LAST_ACK || (READ_ONCE(sk->sk_shutdown) & RCV_SHUTDOWN);
+}
+
+int uiw_sock_create(struct uiw_dev *udev, int family, struct socket **s)
+{
+	/*
+	 * A user socket (kern = 0) in the netdev's namespace: it pins the namespace, so it
+	 * may be handed to user space (KERNEL_HELPER.md §3.2).
+	 */
+	int rv = __sock_create(dev_net(udev->netdev), family, SOCK_STREAM,
+			       IPPROTO_TCP, s, 0);
+
+	if (rv)
+		return rv;
+	sock_set_reuseaddr((*s)->sk);
+	return 0;
+}
+
+int uiw_addr_len(const struct sockaddr_storage *a)
+{
+	return a->ss_family == AF_INET ? sizeof(struct sockaddr_in) :
+					 sizeof(struct sockaddr_in6);
+}
+
+bool uiw_addr_is_any(const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       htonl(INADDR_ANY);
+	return ipv6_addr_any(&((const struct sockaddr_in6 *)a)->sin6_addr);
+}
+
+/* Upcalls */
+
+void uiw_cep_addrs(struct uiw_cep *cep, struct iw_cm_event *ev)
+{
+	if (!cep->sock)
+		return;
+	kernel_getsockname(cep->sock, (struct sockaddr *)&ev->local_addr);
+	kernel_getpeername(cep->sock, (struct sockaddr *)&ev->remote_addr);
+}
+
+/* Event to the connection's own cm_id (not CONNECT_REQUEST). */
+void uiw_cm_upcall(struct uiw_cep *cep, enum iw_cm_event_type type,
+			  int status, const void *pd, u8 pd_len)
+{
+	struct iw_cm_event ev = {
+		.event = type,
+		.status = status,
+		.private_data = (void *)pd,
+		.private_data_len = pd_len,
+	};
+	struct iw_cm_id *id = cep->cm_id;
+
+	if (!id)
+		return;
+	if (type == IW_CM_EVENT_CONNECT_REPLY || type == IW_CM_EVENT_ESTABLISHED) {
+		ev.local_addr = id->m_local_addr;
+		ev.remote_addr = id->m_remote_addr;
+		uiw_cep_addrs(cep, &ev);
+		/* What this side will use (iw_cm convention). */
+		ev.ird = min_t(u32, cep->params.ird, U8_MAX);
+		ev.ord = min_t(u32, cep->params.ord, U8_MAX);
+	}
+	id->event_handler(id, &ev);
+}
+
+/* Drop the cm_id: iw_cm frees it once every reference is gone. */
+void uiw_cep_put_cm_id(struct uiw_cep *cep)
+{
+	struct iw_cm_id *id = cep->cm_id;
+
+	if (id) {
+		cep->cm_id = NULL;
+		id->rem_ref(id);
+	}
+}
+
+/* Deliver CLOSE (only after a successful CONNECT_REPLY/ESTABLISHED, only once). */
+void uiw_cep_upcall_close(struct uiw_cep *cep)
+{
+	if (cep->connected && !cep->close_sent) {
+		cep->close_sent = true;
+		uiw_cm_upcall(cep, IW_CM_EVENT_CLOSE, 0, NULL, 0);
+	}
+	uiw_cep_put_cm_id(cep);
+	if (cep->qp)
+		uiw_ucontext_signal(cep->qp->uctx);
+}
+
+/* QP association. Caller holds cep->lock. */
+
+int uiw_cep_attach_qp(struct uiw_cep *cep, struct uiw_qp *qp)
+{
+	int rv = 0;
+
+	spin_lock_bh(&qp->lock);
+	if (qp->dying || qp->cep ||
+	    (qp->state != IB_QPS_RESET && qp->state != IB_QPS_INIT &&
+	     qp->state != IB_QPS_RTR))
+		rv = -EBUSY;
+	else
+		qp->cep = cep;
+	spin_unlock_bh(&qp->lock);
+	if (rv)
+		return rv;
+	uiw_cep_get(cep);	/* qp->cep */
+	cep->qp = qp;		/* takes over the caller's QP reference */
+	return 0;
+}
+
+void uiw_cep_detach_qp(struct uiw_cep *cep)
+{
+	struct uiw_qp *qp = cep->qp;
+	bool linked = false;
+
+	if (!qp)
+		return;
+	cep->qp = NULL;
+	spin_lock_bh(&qp->lock);
+	if (qp->cep == cep) {
+		qp->cep = NULL;
+		linked = true;
+	}
+	spin_unlock_bh(&qp->lock);
+	if (linked)
+		uiw_cep_put(cep);
+	uiw_qp_put(qp);
+}
+
+/* Tear everything down (no upcall). Caller holds cep->lock and a cep reference. */
+void uiw_cep_finish(struct uiw_cep *cep, bool abort)
+{
+	uiw_cep_cancel_timer(cep);
+	cep->state = UIW_CEP_CLOSED;
+	uiw_cep_release_sock(cep, abort);
+	uiw_cep_put_cm_id(cep);
+	uiw_cep_detach_qp(cep);
+}
+
+/* Active side failed before CONNECT_REPLY(0): report once; iw_cm drops its QP ref. */
+void uiw_cep_active_fail(struct uiw_cep *cep, int status)
+{
+	uiw_dbg(cep->udev, "connect failed: %d\n", status);
+	uiw_cm_upcall(cep, IW_CM_EVENT_CONNECT_REPLY, status, NULL, 0);
+	uiw_cep_finish(cep, true);
+}
+
+static void uiw_conn_addr(const struct sockaddr_storage *ss, u8 *addr, u16 *port)
+{
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+
+		ipv6_addr_set_v4mapped(sin->sin_addr.s_addr, (struct in6_addr *)addr);
+		*port = ntohs(sin->sin_port);
+	} else {
+		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+
+		memcpy(addr, &sin6->sin6_addr, 16);
+		*port = ntohs(sin6->sin6_port);
+	}
+}
+
+/*
+ * MPA is done: the stream is at the first FPDU and belongs to the QP's owner. Restore
+ * the original data_ready (user space polls the socket); keep the chained state_change
+ * so a FIN or RST still reaches iw_cm.
+ */
+void uiw_cep_enter_rdma_mode(struct uiw_cep *cep)
+{
+	struct uiw_cep_params *p = &cep->params;
+	struct uiw_conn_info *info = &cep->info;
+	struct sockaddr_storage local = {}, remote = {};
+	struct sock *sk = cep->sock->sk;
+	struct uiw_qp *qp = cep->qp;
+
+	uiw_cep_cancel_timer(cep);
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_data_ready = cep->sk_data_ready;
+	write_unlock_bh(&sk->sk_callback_lock);
+
+	kernel_getsockname(cep->sock, (struct sockaddr *)&local);
+	kernel_getpeername(cep->sock, (struct sockaddr *)&remote);
+	memset(info, 0, sizeof(*info));
+	info->flags = (p->crc ? UIW_CONN_F_CRC : 0) |
+		      (p->enhanced ? UIW_CONN_F_ENHANCED : 0) |
+		      (p->p2p ? UIW_CONN_F_P2P : 0) |
+		      (cep->active ? UIW_CONN_F_INITIATOR : 0);
+	if (local.ss_family == AF_INET6 &&
+	    !ipv6_addr_v4mapped(&((struct sockaddr_in6 *)&local)->sin6_addr))
+		info->flags |= UIW_CONN_F_IPV6;
+	info->qpn = qp->ibqp.qp_num;
+	info->ird = p->ird;
+	info->ord = p->ord;
+	info->mpa_rev = p->rev;
+	info->rtr = p->rtr;
+	uiw_conn_addr(&local, info->local_addr, &info->local_port);
+	uiw_conn_addr(&remote, info->remote_addr, &info->remote_port);
+
+	spin_lock_bh(&qp->lock);
+	qp->state = IB_QPS_RTS;
+	qp->ird = p->ird;
+	qp->ord = p->ord;
+	spin_unlock_bh(&qp->lock);
+	cep->state = UIW_CEP_RDMA_MODE;
+}
+
+/* After the connected upcall: wake the owner, and catch a close that came meanwhile. */
+void uiw_cep_connected(struct uiw_cep *cep)
+{
+	cep->connected = true;
+	uiw_ucontext_signal(cep->qp->uctx);
+	if (uiw_sk_peer_gone(cep->sock->sk))
+		uiw_cep_post(cep, UIW_CEP_EV_STATE);
+}
+
+/* The peer closed (FIN or RST) an RDMA-mode connection, or our graceful close ended. */
+void uiw_cep_conn_closed(struct uiw_cep *cep)
+{
+	uiw_cep_cancel_timer(cep);
+	if (cep->state == UIW_CEP_RDMA_MODE && !cep->disconnect_sent) {
+		cep->disconnect_sent = true;
+		uiw_cm_upcall(cep, IW_CM_EVENT_DISCONNECT, 0, NULL, 0);
+	}
+	/* Finish the TCP close; the owner may still read what arrived before the FIN. */
+	kernel_sock_shutdown(cep->sock, SHUT_WR);
+	cep->state = UIW_CEP_CLOSED;
+	if (cep->qp)
+		uiw_qp_set_state(cep->qp, IB_QPS_ERR);
+	uiw_cep_upcall_close(cep);
+}
+
+/* Abortive local close (QP to ERR, or connection lost). */
+void uiw_cep_conn_abort(struct uiw_cep *cep)
+{
+	uiw_cep_cancel_timer(cep);
+	if (cep->sock) {
+		sock_no_linger(cep->sock->sk);
+		kernel_sock_shutdown(cep->sock, SHUT_RDWR);
+	}
+	cep->state = UIW_CEP_CLOSED;
+	uiw_cep_upcall_close(cep);
+}
+
+
+/* Event dispatch */
+
+static void uiw_cep_state(struct uiw_cep *cep)
+{
+	struct sock *sk;
+
+	if (!cep->sock)
+		return;
+	sk = cep->sock->sk;
+
+	switch (cep->state) {
+	case UIW_CEP_CONNECTING:
+		switch (READ_ONCE(sk->sk_state)) {
+		case TCP_SYN_SENT:
+			break;
+		case TCP_CLOSE:
+			uiw_cep_active_fail(cep, sock_error(sk) ?: -ECONNREFUSED);
+			break;
+		default:
+			uiw_cm_send_request(cep);
+			break;
+		}
+		break;
+	case UIW_CEP_AWAIT_MPAREP:
+	case UIW_CEP_AWAIT_MPAREQ:
+		/* Bytes before a FIN are still the peer's frame; reading also sees the EOF. */
+		uiw_cm_read(cep);
+		break;
+	case UIW_CEP_RECVD_MPAREQ:
+		if (uiw_sk_peer_gone(sk))
+			uiw_cm_pending_drop(cep);
+		break;
+	case UIW_CEP_RDMA_MODE:
+	case UIW_CEP_CLOSING:
+		if (uiw_sk_peer_gone(sk))
+			uiw_cep_conn_closed(cep);
+		break;
+	default:
+		break;
+	}
+}
+
+static void uiw_cep_work(struct work_struct *work)
+{
+	struct uiw_cep *cep = container_of(work, struct uiw_cep, work);
+	unsigned long ev;
+
+	mutex_lock(&cep->lock);
+	while ((ev = xchg(&cep->events, 0))) {
+		if (ev & BIT(UIW_CEP_EV_ACCEPT))
+			uiw_cm_listen_accept(cep);
+		if (ev & BIT(UIW_CEP_EV_READ))
+			uiw_cm_read(cep);
+		if (ev & BIT(UIW_CEP_EV_STATE))
+			uiw_cep_state(cep);
+	}
+	mutex_unlock(&cep->lock);
+	uiw_cep_put(cep);
+}
+
+static void uiw_cep_timeout(struct work_struct *work)
+{
+	struct uiw_cep *cep =
+		container_of(to_delayed_work(work), struct uiw_cep, timer);
+
+	mutex_lock(&cep->lock);
+	/* A run for an older arming finds another state or an unexpired deadline. */
+	if (cep->timer_state == cep->state && cep->state != UIW_CEP_IDLE &&
+	    time_after_eq(jiffies, cep->timer_expires)) {
+		cep->timer_state = UIW_CEP_IDLE;
+		uiw_dbg(cep->udev, "timeout in state %d\n", cep->state);
+		switch (cep->state) {
+		case UIW_CEP_CONNECTING:
+		case UIW_CEP_AWAIT_MPAREP:
+			uiw_cep_active_fail(cep, -ETIMEDOUT);
+			break;
+		case UIW_CEP_AWAIT_MPAREQ:
+			uiw_cm_child_drop(cep);
+			break;
+		case UIW_CEP_RECVD_MPAREQ:
+			uiw_cm_pending_drop(cep);
+			break;
+		case UIW_CEP_CLOSING:
+			uiw_cep_conn_abort(cep);
+			break;
+		default:
+			break;
+		}
+	}
+	mutex_unlock(&cep->lock);
+	uiw_cep_put(cep);
+}
+
+/*
+ * Device teardown (dealloc_driver). iw_cm ids and QPs of the device are gone by now;
+ * what can remain are endpoints whose CONNECT_REQUEST nobody answered and endpoints
+ * with a pending timer or work. Close the former, stop every timer, drain the work.
+ */
+void uiw_cm_dev_cleanup(struct uiw_dev *udev)
+{
+	struct uiw_cep *cep;
+
+	for (;;) {
+		bool found = false;
+
+		spin_lock_bh(&udev->cep_lock);
+		list_for_each_entry(cep, &udev->cep_list, dev_entry) {
+			if (!cep->reaped && kref_get_unless_zero(&cep->ref)) {
+				cep->reaped = true;
+				found = true;
+				break;
+			}
+		}
+		spin_unlock_bh(&udev->cep_lock);
+		if (!found)
+			break;
+		mutex_lock(&cep->lock);
+		uiw_cep_cancel_timer(cep);
+		if (cep->state == UIW_CEP_RECVD_MPAREQ)
+			uiw_cm_pending_drop(cep);
+		else if (cep->sock && !cep->qp && !cep->cm_id)
+			uiw_cep_finish(cep, true);
+		mutex_unlock(&cep->lock);
+		uiw_cep_put(cep);
+	}
+	flush_workqueue(uiw_cm_wq);
+}
+
+int uiw_cm_init(void)
+{
+	uiw_cm_wq = alloc_ordered_workqueue("uiw_cm", WQ_MEM_RECLAIM);
+	return uiw_cm_wq ? 0 : -ENOMEM;
+}
+
+void uiw_cm_exit(void)
+{
+	destroy_workqueue(uiw_cm_wq);
+	WARN_ON(atomic_read(&uiw_cep_count));
+}

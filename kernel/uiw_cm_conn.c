@@ -1,0 +1,678 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause
+/*
+ * uiw connection manager: iw_cm provider ops (listen, connect, accept, reject) and the
+ * MPA Request/Reply negotiation (RFC 5044 §7.1, RFC 6581).
+ *
+ * Negotiation policy:
+ *   - The initiator sends MPA revision `mpa_rev` (default 2). Revision 2 uses RFC 6581
+ *     enhanced setup: the IRD/ORD word leads the private data and, with `mpa_p2p`
+ *     (default on), peer-to-peer mode is requested offering zero-length Write and Read
+ *     RTRs. The responder answers with the Request's revision (1 or 2; others are
+ *     closed), echoes peer-to-peer mode only if asked, and picks Write RTR over Read RTR.
+ *     A Request offering only Send RTR is rejected: a Send RTR would consume a receive
+ *     the application posted.
+ *   - IRD/ORD (RFC 6581), relaxed: a side never uses an ORD above the peer's IRD and
+ *     raises its own IRD up to the peer's ORD within the device limit, else it fails.
+ *   - CRC (RFC 5044 §7.1.1): requested when `mpa_crc` is set; used when either side asks.
+ *   - Markers: never. A Request demanding Markers is rejected, a Reply demanding them
+ *     fails the connection.
+ *   - Private data: at most 255 bytes of ULP data per frame (iw_cm carries its length in
+ *     a u8); a peer sending more is refused.
+ */
+
+#include <linux/module.h>
+#include <linux/tcp.h>
+#include <net/ip.h>
+#include <net/ipv6.h>
+#include <net/sock.h>
+#include <net/tcp.h>
+
+#include "uiw_cm.h"
+
+static uint mpa_rev = UIW_MPA_REV2;
+module_param(mpa_rev, uint, 0644);
+MODULE_PARM_DESC(mpa_rev, "MPA revision the initiator sends: 1 (RFC 5044) or 2 (RFC 6581, default)");
+
+static bool mpa_crc;
+module_param(mpa_crc, bool, 0644);
+MODULE_PARM_DESC(mpa_crc, "Request MPA CRC (used anyway when the peer requests it)");
+
+static bool mpa_p2p = true;
+module_param(mpa_p2p, bool, 0644);
+MODULE_PARM_DESC(mpa_p2p, "Initiator requests RFC 6581 peer-to-peer mode (Write or Read RTR)");
+
+static u16 uiw_mpa_bits(const struct uiw_cep_params *p)
+{
+	return p->rev | (p->crc ? UIW_MPA_CRC : 0) |
+	       (p->enhanced ? UIW_MPA_ENHANCED : 0);
+}
+
+/* Passive side */
+
+/* Leave the listener; true if the listener's list reference is now the caller's. */
+static bool uiw_cep_unlink_child(struct uiw_cep *cep)
+{
+	struct uiw_cep *lcep = cep->listener;
+	bool linked = false;
+
+	if (!lcep)
+		return false;
+	spin_lock_bh(&cep->udev->cep_lock);
+	if (!list_empty(&cep->child_entry)) {
+		list_del_init(&cep->child_entry);
+		lcep->num_children--;
+		linked = true;
+	}
+	spin_unlock_bh(&cep->udev->cep_lock);
+	cep->listener = NULL;
+	uiw_cep_put(lcep);
+	return linked;
+}
+
+/* A child that never got to CONNECT_REQUEST goes away. Caller holds a reference. */
+void uiw_cm_child_drop(struct uiw_cep *cep)
+{
+	bool linked = uiw_cep_unlink_child(cep);
+
+	uiw_cep_finish(cep, true);
+	if (linked)
+		uiw_cep_put(cep);
+}
+
+/* A CONNECT_REQUEST nobody accepted in time, or whose peer left. */
+void uiw_cm_pending_drop(struct uiw_cep *cep)
+{
+	bool claimed = xa_cmpxchg(&cep->udev->cep_xa, cep->id, cep, NULL,
+				  GFP_KERNEL) == cep;
+
+	uiw_cep_finish(cep, true);
+	if (claimed)
+		uiw_cep_put(cep);
+}
+
+/* Take a pending endpoint for iw_accept/iw_reject (its table reference moves to us). */
+static struct uiw_cep *uiw_cm_claim(struct uiw_dev *udev, struct iw_cm_id *id)
+{
+	return xa_erase(&udev->cep_xa, (unsigned long)id->provider_data);
+}
+
+/*
+ * Refuse a Request: a Reply with R set (RFC 5044 §7.1.2). With enhanced setup the
+ * Reply still leads with an (empty) IRD/ORD word, as the Initiator will strip one.
+ */
+static void uiw_cm_send_reject(struct uiw_cep *cep, const void *pd, u8 pd_len)
+{
+	struct uiw_mpa_v2 v2 = {};
+	bool enhanced = cep->params.enhanced;
+	u16 bits = uiw_mpa_rev(cep->req_bits) | UIW_MPA_REJECT |
+		   (enhanced ? UIW_MPA_ENHANCED : 0);
+
+	if (cep->sock)
+		uiw_mpa_send(cep->sock, false, bits, enhanced ? &v2 : NULL, pd,
+			     pd_len);
+}
+
+void uiw_cm_listen_accept(struct uiw_cep *lcep)
+{
+	struct uiw_dev *udev = lcep->udev;
+
+	while (lcep->state == UIW_CEP_LISTENING) {
+		struct uiw_cep *cep = NULL;
+		struct socket *s;
+		bool full;
+
+		if (kernel_accept(lcep->sock, &s, O_NONBLOCK))
+			break;
+		spin_lock_bh(&udev->cep_lock);
+		full = lcep->num_children >= lcep->backlog;
+		spin_unlock_bh(&udev->cep_lock);
+		if (!full)
+			cep = uiw_cep_alloc(udev);
+		if (!cep) {
+			sock_release(s);
+			continue;
+		}
+
+		mutex_lock_nested(&cep->lock, SINGLE_DEPTH_NESTING);
+		uiw_cep_get(lcep);
+		cep->listener = lcep;
+		/* The listener's list takes over the initial reference. */
+		spin_lock_bh(&udev->cep_lock);
+		list_add_tail(&cep->child_entry, &lcep->children);
+		lcep->num_children++;
+		spin_unlock_bh(&udev->cep_lock);
+
+		tcp_sock_set_nodelay(s->sk);
+		cep->state = UIW_CEP_AWAIT_MPAREQ;
+		/* The child inherited the listener's callback: restore the listener's original. */
+		uiw_sk_assoc(cep, s, UIW_SK_MPA, lcep->sk_data_ready);
+		uiw_cep_arm_timer(cep, UIW_MPAREQ_TIMEOUT);
+		uiw_cep_post(cep, UIW_CEP_EV_READ);
+		mutex_unlock(&cep->lock);
+	}
+}
+
+static int uiw_cm_upcall_request(struct uiw_cep *cep, const void *pd, u8 pd_len)
+{
+	struct uiw_cep *lcep = cep->listener;
+	struct uiw_dev *udev = cep->udev;
+	struct iw_cm_event ev = {
+		.event = IW_CM_EVENT_CONNECT_REQUEST,
+		.private_data = (void *)pd,
+		.private_data_len = pd_len,
+		.provider_data = (void *)(unsigned long)cep->id,
+	};
+	int rv = -ECONNRESET;
+
+	uiw_cep_addrs(cep, &ev);
+	/* iw_cm convention: what the accepting side needs, i.e. the peer's values swapped. */
+	if (cep->params.enhanced) {
+		ev.ird = min_t(u16, cep->peer_v2.ord, UIW_MAX_IRD);
+		ev.ord = min_t(u16, cep->peer_v2.ird, UIW_MAX_ORD);
+	} else {
+		ev.ird = UIW_MAX_IRD;
+		ev.ord = UIW_MAX_ORD;
+	}
+	/* The listener's cm_id is valid while it is LISTENING (destroy_listen, below). */
+	spin_lock_bh(&udev->cep_lock);
+	if (lcep->state == UIW_CEP_LISTENING && lcep->cm_id)
+		rv = lcep->cm_id->event_handler(lcep->cm_id, &ev);
+	spin_unlock_bh(&udev->cep_lock);
+	return rv;
+}
+
+static void uiw_cm_proc_request(struct uiw_cep *cep)
+{
+	struct uiw_cep_params *p = &cep->params;
+	struct uiw_mpa_rx *rx = &cep->rx;
+	struct uiw_dev *udev = cep->udev;
+	u8 rev = uiw_mpa_rev(rx->bits);
+	const u8 *pd = rx->pd;
+	u16 pd_len = rx->pd_len;
+	bool linked;
+
+	uiw_cep_cancel_timer(cep);
+	cep->req_bits = rx->bits;
+	/* RFC 5044 §7.1.2: a revision we cannot interoperate with is closed, not answered. */
+	if (rev != UIW_MPA_REV1 && rev != UIW_MPA_REV2)
+		goto drop;
+	p->rev = rev;
+	p->enhanced = rev == UIW_MPA_REV2 && (rx->bits & UIW_MPA_ENHANCED);
+	if (p->enhanced) {
+		/* RFC 6581: the IRD/ORD word leads the private data. */
+		if (pd_len < UIW_MPA_V2_LEN)
+			goto drop;
+		uiw_mpa_v2_decode(pd, &cep->peer_v2);
+		pd += UIW_MPA_V2_LEN;
+		pd_len -= UIW_MPA_V2_LEN;
+	}
+	/* RFC 5044 §7.1.1: CRCs are used if either side asks for them. */
+	p->crc = READ_ONCE(mpa_crc) || (rx->bits & UIW_MPA_CRC);
+	p->p2p = p->enhanced && cep->peer_v2.p2p;
+
+	/*
+	 * Well-formed but unacceptable (RFC 5044 §7.1.2): Markers requested (M, §7.1.1;
+	 * uiw never sends Markers), more private data than iw_cm can carry, or peer-to-peer
+	 * mode with no RTR type uiw accepts.
+	 */
+	if ((rx->bits & UIW_MPA_MARKERS) || pd_len > UIW_MAX_PRIVATE_DATA ||
+	    (p->p2p && !cep->peer_v2.write_rtr && !cep->peer_v2.read_rtr)) {
+		uiw_cm_send_reject(cep, NULL, 0);
+		linked = uiw_cep_unlink_child(cep);
+		uiw_cep_finish(cep, false);
+		if (linked)
+			uiw_cep_put(cep);
+		return;
+	}
+
+	if (xa_alloc_cyclic(&udev->cep_xa, &cep->id, cep, xa_limit_31b,
+			    &udev->cep_next, GFP_KERNEL) < 0)
+		goto drop;
+	uiw_cep_get(cep);	/* the table's reference */
+	cep->state = UIW_CEP_RECVD_MPAREQ;
+	if (uiw_cm_upcall_request(cep, pd, pd_len)) {
+		if (xa_cmpxchg(&udev->cep_xa, cep->id, cep, NULL, GFP_KERNEL) ==
+		    cep)
+			uiw_cep_put(cep);
+		goto drop;
+	}
+	/* Owned by the table (and iw_cm's child id) from now on. */
+	if (uiw_cep_unlink_child(cep))
+		uiw_cep_put(cep);
+	uiw_cep_arm_timer(cep, UIW_ACCEPT_TIMEOUT);
+	return;
+
+drop:
+	uiw_cm_child_drop(cep);
+}
+
+/* Active side */
+
+void uiw_cm_send_request(struct uiw_cep *cep)
+{
+	struct uiw_cep_params *p = &cep->params;
+	struct uiw_mpa_v2 v2 = {
+		.ird = p->ird,
+		.ord = p->ord,
+		.p2p = p->p2p,
+		.write_rtr = p->p2p,
+		.read_rtr = p->p2p,
+	};
+
+	if (uiw_mpa_send(cep->sock, true, uiw_mpa_bits(p),
+			 p->enhanced ? &v2 : NULL, cep->tx_pd, cep->tx_pd_len)) {
+		uiw_cep_active_fail(cep, -ECONNRESET);
+		return;
+	}
+	cep->state = UIW_CEP_AWAIT_MPAREP;
+	uiw_cep_arm_timer(cep, UIW_MPAREP_TIMEOUT);
+}
+
+static void uiw_cm_proc_reply(struct uiw_cep *cep)
+{
+	struct uiw_cep_params *p = &cep->params;
+	struct uiw_mpa_rx *rx = &cep->rx;
+	u8 rev = uiw_mpa_rev(rx->bits);
+	const u8 *pd = rx->pd;
+	u16 pd_len = rx->pd_len;
+	struct uiw_mpa_v2 v2 = {};
+	bool enhanced;
+
+	/* RFC 5044 §7.1.2: the Reply must carry a revision this side offered or lower. */
+	if (rev < UIW_MPA_REV1 || rev > p->rev)
+		goto proto;
+	enhanced = rev == UIW_MPA_REV2 && (rx->bits & UIW_MPA_ENHANCED);
+	if (enhanced) {
+		if (!p->enhanced || pd_len < UIW_MPA_V2_LEN)
+			goto proto;
+		uiw_mpa_v2_decode(pd, &v2);
+		pd += UIW_MPA_V2_LEN;
+		pd_len -= UIW_MPA_V2_LEN;
+	}
+	if (pd_len > UIW_MAX_PRIVATE_DATA)
+		goto proto;
+
+	if (rx->bits & UIW_MPA_REJECT) {
+		/* RFC 5044 §7.1.2: the Responder's ULP refused; rdma_cm reports REJECTED. */
+		uiw_cm_upcall(cep, IW_CM_EVENT_CONNECT_REPLY, -ECONNREFUSED, pd,
+			      pd_len);
+		uiw_cep_finish(cep, false);
+		return;
+	}
+	/* RFC 5044 §7.1.1: M in the Reply asks for Markers, which uiw never sends. */
+	if (rx->bits & UIW_MPA_MARKERS)
+		goto proto;
+
+	p->rev = rev;
+	p->enhanced = enhanced;
+	p->crc = p->crc || (rx->bits & UIW_MPA_CRC);
+	if (!enhanced || !v2.p2p) {
+		p->p2p = false;
+		p->rtr = UIW_RTR_NONE;
+	} else {
+		/* RFC 6581: exactly one of the RTR types we offered (Write, Read). */
+		if (!p->p2p || v2.send_rtr || v2.write_rtr == v2.read_rtr)
+			goto proto;
+		p->rtr = v2.write_rtr ? UIW_RTR_WRITE : UIW_RTR_READ;
+	}
+	if (enhanced) {
+		/* RFC 6581: no more outbound Reads than the peer's IRD... */
+		p->ord = min_t(u32, p->ord, v2.ird);
+		/* ...and enough IRD for the peer's ORD (else: insufficient IRD). */
+		if (v2.ord > p->ird) {
+			if (v2.ord > UIW_MAX_IRD)
+				goto proto;
+			p->ird = v2.ord;
+		}
+	}
+
+	uiw_cep_enter_rdma_mode(cep);
+	uiw_cm_upcall(cep, IW_CM_EVENT_CONNECT_REPLY, 0, pd, pd_len);
+	uiw_cep_connected(cep);
+	return;
+
+proto:
+	uiw_cep_active_fail(cep, -EPROTO);
+}
+
+/* Bytes arrived while an MPA frame is expected (either side). */
+void uiw_cm_read(struct uiw_cep *cep)
+{
+	bool request;
+	int rv;
+
+	if (cep->state == UIW_CEP_AWAIT_MPAREQ)
+		request = true;
+	else if (cep->state == UIW_CEP_AWAIT_MPAREP)
+		request = false;
+	else
+		return;
+
+	rv = uiw_mpa_recv(cep->sock, &cep->rx, request);
+	if (rv == -EAGAIN)
+		return;
+	if (rv) {
+		uiw_dbg(cep->udev, "MPA %s: %d\n", request ? "request" : "reply",
+			rv);
+		if (request)
+			uiw_cm_child_drop(cep);
+		else
+			uiw_cep_active_fail(cep, rv == -EPROTO ? -EPROTO :
+								 -ECONNRESET);
+		return;
+	}
+	if (request)
+		uiw_cm_proc_request(cep);
+	else
+		uiw_cm_proc_reply(cep);
+}
+
+/* iw_cm ops (process context of the rdma_cm caller) */
+
+int uiw_iw_connect(struct iw_cm_id *id, struct iw_cm_conn_param *param)
+{
+	struct uiw_dev *udev = to_udev(id->device);
+	struct sockaddr_storage *laddr = &id->m_local_addr;
+	struct sockaddr_storage *raddr = &id->m_remote_addr;
+	int family = raddr->ss_family;
+	struct uiw_cep_params *p;
+	struct uiw_cep *cep;
+	struct uiw_qp *qp;
+	struct socket *s;
+	int rv;
+
+	if (family != AF_INET && family != AF_INET6)
+		return -EAFNOSUPPORT;
+	if (laddr->ss_family != family ||
+	    param->private_data_len > UIW_MAX_PRIVATE_DATA ||
+	    param->ird > UIW_MAX_IRD || param->ord > UIW_MAX_ORD)
+		return -EINVAL;
+
+	/* The QPN comes from user space: it must name a QP of the caller. */
+	qp = uiw_qp_lookup(udev, param->qpn);
+	if (!qp)
+		return -EINVAL;
+	if (!uiw_qp_owned_by_current(qp)) {
+		uiw_qp_put(qp);
+		return -EPERM;
+	}
+	cep = uiw_cep_alloc(udev);
+	if (!cep) {
+		uiw_qp_put(qp);
+		return -ENOMEM;
+	}
+
+	mutex_lock(&cep->lock);
+	cep->active = true;
+	rv = uiw_cep_attach_qp(cep, qp);
+	if (rv) {
+		uiw_qp_put(qp);
+		goto out;
+	}
+
+	p = &cep->params;
+	p->rev = clamp_t(uint, READ_ONCE(mpa_rev), UIW_MPA_REV1, UIW_MPA_REV2);
+	p->enhanced = p->rev == UIW_MPA_REV2;
+	p->crc = READ_ONCE(mpa_crc);
+	p->p2p = p->enhanced && READ_ONCE(mpa_p2p);
+	p->ird = param->ird;
+	p->ord = param->ord;
+	/* RFC 6581: a Read RTR uses one ORD credit. */
+	if (p->p2p && !p->ord)
+		p->ord = 1;
+	memcpy(cep->tx_pd, param->private_data, param->private_data_len);
+	cep->tx_pd_len = param->private_data_len;
+
+	rv = uiw_sock_create(udev, family, &s);
+	if (rv)
+		goto fail;
+	if (family == AF_INET6 && id->afonly)
+		ip6_sock_set_v6only(s->sk);
+	if (family == AF_INET && id->tos_set)
+		ip_sock_set_tos(s->sk, id->tos);
+	rv = kernel_bind(s, (struct sockaddr *)laddr, uiw_addr_len(laddr));
+	if (rv == -EADDRINUSE) {
+		/* rdma_cm's port is only a reservation in its own port space. */
+		struct sockaddr_storage any_port = *laddr;
+
+		if (family == AF_INET)
+			((struct sockaddr_in *)&any_port)->sin_port = 0;
+		else
+			((struct sockaddr_in6 *)&any_port)->sin6_port = 0;
+		rv = kernel_bind(s, (struct sockaddr *)&any_port,
+				 uiw_addr_len(laddr));
+	}
+	if (rv) {
+		sock_release(s);
+		goto fail;
+	}
+	tcp_sock_set_nodelay(s->sk);
+
+	cep->cm_id = id;
+	id->add_ref(id);
+	uiw_sk_assoc(cep, s, UIW_SK_MPA, NULL);
+	cep->state = UIW_CEP_CONNECTING;
+	uiw_cep_arm_timer(cep, UIW_CONNECT_TIMEOUT);
+	/* Non-blocking: the caller does not wait for the TCP handshake. */
+	rv = kernel_connect(s, (struct sockaddr *)raddr, uiw_addr_len(raddr),
+			    O_NONBLOCK);
+	if (rv == -EINPROGRESS || !rv) {
+		if (!rv)
+			uiw_cep_post(cep, UIW_CEP_EV_STATE);
+		rv = 0;
+		goto out;
+	}
+fail:
+	/* An error return precludes any event (iw_cm contract): none was sent. */
+	uiw_cep_finish(cep, true);
+out:
+	mutex_unlock(&cep->lock);
+	uiw_cep_put(cep);
+	return rv;
+}
+
+int uiw_iw_accept(struct iw_cm_id *id, struct iw_cm_conn_param *param)
+{
+	struct uiw_dev *udev = to_udev(id->device);
+	struct uiw_cep *cep = uiw_cm_claim(udev, id);
+	struct uiw_mpa_v2 v2 = {};
+	struct uiw_cep_params *p;
+	struct uiw_qp *qp;
+	int rv;
+
+	if (!cep)
+		return -ECONNRESET;
+	mutex_lock(&cep->lock);
+	if (cep->state != UIW_CEP_RECVD_MPAREQ) {
+		rv = -ECONNRESET;
+		goto out;
+	}
+	uiw_cep_cancel_timer(cep);
+	p = &cep->params;
+
+	rv = -EINVAL;
+	if (param->private_data_len > UIW_MAX_PRIVATE_DATA ||
+	    param->ird > UIW_MAX_IRD || param->ord > UIW_MAX_ORD)
+		goto refuse;
+	qp = uiw_qp_lookup(udev, param->qpn);
+	if (!qp)
+		goto refuse;
+	if (!uiw_qp_owned_by_current(qp)) {
+		uiw_qp_put(qp);
+		rv = -EPERM;
+		goto refuse;
+	}
+	rv = uiw_cep_attach_qp(cep, qp);
+	if (rv) {
+		uiw_qp_put(qp);
+		goto refuse;
+	}
+
+	p->ird = param->ird;
+	p->ord = param->ord;
+	if (p->enhanced) {
+		/* RFC 6581: no more outbound Reads than the Initiator's IRD... */
+		p->ord = min_t(u32, p->ord, cep->peer_v2.ird);
+		/* ...and enough IRD for its ORD (relaxed: raise ours). */
+		if (cep->peer_v2.ord > p->ird) {
+			rv = -EINVAL;
+			if (cep->peer_v2.ord > UIW_MAX_IRD)
+				goto refuse;
+			p->ird = cep->peer_v2.ord;
+		}
+		if (p->p2p) {
+			/* RFC 6581: pick one offered RTR; Write costs the peer nothing. */
+			p->rtr = cep->peer_v2.write_rtr ? UIW_RTR_WRITE :
+							  UIW_RTR_READ;
+			if (p->rtr == UIW_RTR_READ && !p->ird)
+				p->ird = 1;
+		}
+		v2.ird = p->ird;
+		v2.ord = p->ord;
+		v2.p2p = p->p2p;
+		v2.write_rtr = p->rtr == UIW_RTR_WRITE;
+		v2.read_rtr = p->rtr == UIW_RTR_READ;
+	}
+	rv = uiw_mpa_send(cep->sock, false, uiw_mpa_bits(p),
+			  p->enhanced ? &v2 : NULL, param->private_data,
+			  param->private_data_len);
+	if (rv)
+		goto fail;
+
+	cep->cm_id = id;
+	id->add_ref(id);
+	uiw_cep_enter_rdma_mode(cep);
+	/*
+	 * ESTABLISHED right away. With an RTR the provider holds back its own FPDUs until
+	 * it has received the peer's RTR (RFC 6581); the kernel never reads it.
+	 */
+	uiw_cm_upcall(cep, IW_CM_EVENT_ESTABLISHED, 0, NULL, 0);
+	uiw_cep_connected(cep);
+	rv = 0;
+	goto out;
+
+refuse:
+	/* iw_cm moves the id to IDLE: the connection cannot be accepted later. */
+	uiw_cm_send_reject(cep, NULL, 0);
+fail:
+	uiw_cep_finish(cep, false);
+out:
+	mutex_unlock(&cep->lock);
+	uiw_cep_put(cep);
+	return rv;
+}
+
+int uiw_iw_reject(struct iw_cm_id *id, const void *pdata, u8 pdata_len)
+{
+	struct uiw_cep *cep = uiw_cm_claim(to_udev(id->device), id);
+
+	/* Gone already (timeout, peer closed): the outcome the caller wants. */
+	if (!cep)
+		return 0;
+	mutex_lock(&cep->lock);
+	if (cep->state == UIW_CEP_RECVD_MPAREQ) {
+		uiw_cm_send_reject(cep, pdata, pdata_len);
+		uiw_cep_finish(cep, false);
+	}
+	mutex_unlock(&cep->lock);
+	uiw_cep_put(cep);
+	return 0;
+}
+
+int uiw_iw_create_listen(struct iw_cm_id *id, int backlog)
+{
+	struct uiw_dev *udev = to_udev(id->device);
+	struct sockaddr_storage *laddr = &id->m_local_addr;
+	struct uiw_cep *cep;
+	struct socket *s;
+	int rv;
+
+	if (laddr->ss_family != AF_INET && laddr->ss_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	rv = uiw_sock_create(udev, laddr->ss_family, &s);
+	if (rv)
+		return rv;
+	if (laddr->ss_family == AF_INET6 && id->afonly) {
+		rv = ip6_sock_set_v6only(s->sk);
+		if (rv)
+			goto err;
+	}
+	/*
+	 * rdma_cm calls this once per device for a wildcard address. Binding the socket to
+	 * the netdev lets every RDMA device (uiw, siw, ...) listen on the same port; a
+	 * failure here would fail the application's rdma_listen() on all devices.
+	 */
+	if (uiw_addr_is_any(laddr)) {
+		rv = sock_bindtoindex(s->sk, udev->netdev->ifindex, true);
+		if (rv)
+			goto err;
+	}
+	rv = kernel_bind(s, (struct sockaddr *)laddr, uiw_addr_len(laddr));
+	if (rv)
+		goto err;
+	rv = kernel_listen(s, backlog);
+	if (rv)
+		goto err;
+	cep = uiw_cep_alloc(udev);
+	if (!cep) {
+		rv = -ENOMEM;
+		goto err;
+	}
+
+	mutex_lock(&cep->lock);
+	cep->backlog = max(backlog, 1);
+	cep->cm_id = id;
+	id->add_ref(id);
+	cep->state = UIW_CEP_LISTENING;
+	uiw_sk_assoc(cep, s, UIW_SK_LISTEN, NULL);
+	id->provider_data = cep;	/* owns the initial reference */
+	/* Connections that completed before the callback was in place. */
+	uiw_cep_post(cep, UIW_CEP_EV_ACCEPT);
+	mutex_unlock(&cep->lock);
+	return 0;
+
+err:
+	sock_release(s);
+	return rv;
+}
+
+int uiw_iw_destroy_listen(struct iw_cm_id *id)
+{
+	struct uiw_dev *udev = to_udev(id->device);
+	struct uiw_cep *lcep = id->provider_data;
+	struct uiw_cep *cep;
+
+	if (!lcep)
+		return 0;
+	id->provider_data = NULL;
+
+	mutex_lock(&lcep->lock);
+	/* After this no CONNECT_REQUEST upcall touches the cm_id. */
+	spin_lock_bh(&udev->cep_lock);
+	lcep->state = UIW_CEP_CLOSED;
+	spin_unlock_bh(&udev->cep_lock);
+	uiw_cep_release_sock(lcep, false);
+	uiw_cep_put_cm_id(lcep);
+	mutex_unlock(&lcep->lock);
+
+	/* Children still waiting for their MPA Request go with the listener. */
+	for (;;) {
+		spin_lock_bh(&udev->cep_lock);
+		cep = list_first_entry_or_null(&lcep->children, struct uiw_cep,
+					       child_entry);
+		if (cep) {
+			list_del_init(&cep->child_entry);
+			lcep->num_children--;
+		}
+		spin_unlock_bh(&udev->cep_lock);
+		if (!cep)
+			break;
+		mutex_lock(&cep->lock);
+		if (cep->state == UIW_CEP_AWAIT_MPAREQ)
+			uiw_cm_child_drop(cep);
+		mutex_unlock(&cep->lock);
+		uiw_cep_put(cep);	/* the list's reference */
+	}
+	uiw_cep_put(lcep);
+	return 0;
+}

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause
+/*
+ * uiw connection manager, QP side: closing a connection when the QP changes state, QP
+ * destruction, and handing the connected socket to the QP's owner.
+ */
+
+#include <linux/file.h>
+#include <linux/net.h>
+#include <net/sock.h>
+
+#include "uiw_cm.h"
+
+static struct uiw_cep *uiw_qp_cep(struct uiw_qp *qp)
+{
+	struct uiw_cep *cep;
+
+	spin_lock_bh(&qp->lock);
+	cep = qp->cep;
+	if (cep)
+		uiw_cep_get(cep);
+	spin_unlock_bh(&qp->lock);
+	return cep;
+}
+
+/*
+ * The QP moved to SQD (graceful: rdma_disconnect, RDMAP §6 / RFC 5044 §7.2 close
+ * after the queued data) or ERR (abortive). iw_cm calls this through modify_qp with
+ * udata == NULL; the provider's own modify_qp lands here too.
+ */
+void uiw_cm_qp_close(struct uiw_qp *qp, bool abrupt)
+{
+	struct uiw_cep *cep = uiw_qp_cep(qp);
+
+	if (!cep)
+		return;
+	mutex_lock(&cep->lock);
+	switch (cep->state) {
+	case UIW_CEP_CONNECTING:
+	case UIW_CEP_AWAIT_MPAREP:
+		if (abrupt)
+			uiw_cep_active_fail(cep, -ECONNABORTED);
+		break;
+	case UIW_CEP_RDMA_MODE:
+		if (abrupt) {
+			uiw_cep_conn_abort(cep);
+			break;
+		}
+		/* Our FIN follows what the provider already queued; CLOSE on the peer's. */
+		kernel_sock_shutdown(cep->sock, SHUT_WR);
+		cep->state = UIW_CEP_CLOSING;
+		uiw_cep_arm_timer(cep, UIW_CLOSE_TIMEOUT);
+		if (uiw_sk_peer_gone(cep->sock->sk))
+			uiw_cep_post(cep, UIW_CEP_EV_STATE);
+		break;
+	case UIW_CEP_CLOSING:
+		if (abrupt)
+			uiw_cep_conn_abort(cep);
+		break;
+	default:
+		break;
+	}
+	mutex_unlock(&cep->lock);
+	uiw_cep_put(cep);
+}
+
+/*
+ * destroy_qp: end the connection. An unfinished connect gets its CONNECT_REPLY, a
+ * connected one its CLOSE, so iw_cm drops the QP references destroy_qp waits for.
+ */
+void uiw_cm_qp_destroy(struct uiw_qp *qp)
+{
+	struct uiw_cep *cep;
+
+	spin_lock_bh(&qp->lock);
+	cep = qp->cep;
+	qp->cep = NULL;		/* its reference is ours now */
+	spin_unlock_bh(&qp->lock);
+	if (!cep)
+		return;
+
+	mutex_lock(&cep->lock);
+	switch (cep->state) {
+	case UIW_CEP_CONNECTING:
+	case UIW_CEP_AWAIT_MPAREP:
+		uiw_cep_active_fail(cep, -ECONNABORTED);
+		break;
+	case UIW_CEP_RDMA_MODE:
+	case UIW_CEP_CLOSING:
+		uiw_cep_conn_abort(cep);
+		fallthrough;
+	default:
+		uiw_cep_finish(cep, true);
+		break;
+	}
+	mutex_unlock(&cep->lock);
+	uiw_cep_put(cep);
+}
+
+/*
+ * The socket's struct file, created on first hand-off in the owner's context (it
+ * carries the owner's credentials). sock_alloc_file() releases the socket when it
+ * fails, so our callbacks come off first and go back after; the state re-check posted
+ * at the end catches a FIN that arrived in between.
+ */
+static struct file *uiw_cep_sock_file(struct uiw_cep *cep)
+{
+	struct socket *s = cep->sock;
+	struct file *file;
+
+	if (cep->file)
+		return cep->file;
+	uiw_sk_disassoc(cep);
+	file = sock_alloc_file(s, O_NONBLOCK, NULL);
+	if (IS_ERR(file)) {
+		cep->sock = NULL;
+		if (cep->state == UIW_CEP_RDMA_MODE ||
+		    cep->state == UIW_CEP_CLOSING)
+			uiw_cep_conn_abort(cep);
+		return file;
+	}
+	cep->file = file;
+	uiw_sk_assoc(cep, s, UIW_SK_RDMA, NULL);
+	uiw_cep_post(cep, UIW_CEP_EV_STATE);
+	return file;
+}
+
+/*
+ * First half of UIW_METHOD_QP_TAKE_SOCKET: the connection parameters and a file
+ * reference for the new fd. Nothing is committed yet.
+ */
+struct file *uiw_cm_take_socket_prepare(struct uiw_qp *qp,
+					struct uiw_conn_info *info)
+{
+	struct uiw_cep *cep = uiw_qp_cep(qp);
+	struct file *file;
+
+	if (!cep)
+		return ERR_PTR(-ENOTCONN);
+	mutex_lock(&cep->lock);
+	if (cep->taken) {
+		file = ERR_PTR(-EALREADY);
+	} else if (!cep->connected) {
+		file = ERR_PTR(cep->state == UIW_CEP_CLOSED ? -ENOTCONN :
+							      -EAGAIN);
+	} else if (!cep->sock) {
+		file = ERR_PTR(-ENOTCONN);
+	} else {
+		file = uiw_cep_sock_file(cep);
+		if (!IS_ERR(file)) {
+			*info = cep->info;
+			get_file(file);
+		}
+	}
+	mutex_unlock(&cep->lock);
+	uiw_cep_put(cep);
+	return file;
+}
+
+/* Second half: the socket is handed over exactly once. */
+bool uiw_cm_take_socket_commit(struct uiw_qp *qp, struct file *file)
+{
+	struct uiw_cep *cep = uiw_qp_cep(qp);
+	bool ok;
+
+	if (!cep)
+		return false;
+	mutex_lock(&cep->lock);
+	ok = !cep->taken && cep->file == file;
+	if (ok)
+		cep->taken = true;
+	mutex_unlock(&cep->lock);
+	uiw_cep_put(cep);
+	return ok;
+}
