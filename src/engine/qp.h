@@ -75,8 +75,12 @@ class Qp {
     uint8_t* dst;  // where the next received bytes go
     size_t len;    // at most this many (> 0 while the Qp reads)
   };
+  // A remote Write's destination stays pinned (memory::Registry::Pin) from rx_need() until
+  // rx_commit() or rx_cancel(), so a deregistration never races a placement (RFC 5041 §8.3.1(6))
+  // and never waits for the network.
   RxNeed rx_need();
   void rx_commit(size_t n);  // n (<= need.len) bytes were written at need.dst
+  void rx_cancel();          // the bytes of the last rx_need() will not come now
   // Copy mode: consumes bytes the caller already read. Returns the count consumed (all of them
   // unless the Qp stopped reading).
   size_t rx_feed(std::span<const uint8_t> in);
@@ -224,7 +228,7 @@ class Qp {
   wire::SegmentHeader rx_seg_{};
   uint8_t rx_opcode_ = 0;
   enum class RxDest : uint8_t { Discard, Host, Sgl, TermBody } rx_dest_ = RxDest::Discard;
-  uint8_t* rx_host_ = nullptr;
+  memory::Registry::Pin rx_pin_;
   const Sgl* rx_sgl_ = nullptr;
   uint64_t rx_sgl_off_ = 0;
   uint32_t rx_expected_msn_[3] = {1, 1, 1};

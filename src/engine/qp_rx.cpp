@@ -113,9 +113,19 @@ Qp::RxNeed Qp::rx_need() {
     case RxSt::Payload: {
       const uint64_t left = rx_payload_len_ - rx_got_;
       switch (rx_dest_) {
-        case RxDest::Host:
-          need = {rx_host_ + rx_got_, left};
+        case RxDest::Host: {
+          // Re-validated for each read: a region deregistered mid-message stops placement.
+          rx_pin_ = cfg_.registry->pin(rx_seg_.stag, cfg_.pd, cfg_.qp_num, memory::kRemoteWrite,
+                                       rx_seg_.to + rx_got_, left);
+          if (!rx_pin_.ok()) {
+            const AccessResult r = rx_pin_.mapping().result;
+            rx_pin_.release();
+            rx_fail(ddp_tagged_error(r), true, false);
+            return rx_need();
+          }
+          need = {rx_pin_.mapping().host, left};
           break;
+        }
         case RxDest::Sgl: {
           const ResolvedSge piece = rx_sgl_->at(rx_sgl_off_ + rx_got_);
           need = {piece.ptr, std::min<uint64_t>(piece.len, left)};
@@ -156,7 +166,12 @@ size_t Qp::rx_feed(std::span<const uint8_t> in) {
   return used;
 }
 
+void Qp::rx_cancel() {
+  rx_pin_.release();
+}
+
 void Qp::rx_commit(size_t n) {
+  rx_pin_.release();
   if (n == 0) return;
   stats_.rx_bytes += n;
   if (rx_st_ == RxSt::Drain) {
@@ -287,8 +302,7 @@ void Qp::rx_begin_payload() {
         rx_fail(ddp_tagged_error(m.result), true, false);
         return;
       }
-      rx_dest_ = RxDest::Host;
-      rx_host_ = m.host;
+      rx_dest_ = RxDest::Host;  // pinned per read in rx_need()
       break;
     }
     case wire::Opcode::ReadResponse: {

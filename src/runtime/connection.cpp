@@ -23,8 +23,10 @@ bool Connection::receive_locked() {
     const engine::Qp::RxNeed need = qp_->rx_need();
     if (need.len == 0) break;
     const bool direct = need.len >= kDirectMin && qp_->rx_directable();
+    if (!direct) qp_->rx_cancel();  // the staged path asks again when it copies
     iovec iov = direct ? iovec{need.dst, need.len} : iovec{stage_.data(), stage_.size()};
     const transport::IoResult r = stream_->readv(&iov, 1);
+    if (r.status != IoStatus::Ok) qp_->rx_cancel();
     if (r.status == IoStatus::WouldBlock) break;
     if (r.status == IoStatus::Closed) {
       rx_closed_ = true;

@@ -163,7 +163,8 @@ TEST_F(QpCraftedTest, ReadRequestsBeyondIrd) {
   EXPECT_EQ(q.qp->state(), QpState::Rts);
   feed(read_hdr(3), rr);  // IRD is 2 and nothing was answered yet
   const wire::TerminateMessage t = sent_terminate();
-  EXPECT_EQ(t.cause, (wire::TerminateCause{TermLayer::Ddp, term::kDdpUntagged, term::kDdpNoBuffer}));
+  EXPECT_EQ(t.cause,
+            (wire::TerminateCause{TermLayer::Ddp, term::kDdpUntagged, term::kDdpNoBuffer}));
   EXPECT_TRUE(t.r);
 }
 
@@ -212,7 +213,8 @@ TEST_F(QpCraftedTest, UlpduShorterThanItsHeader) {
   wire::encode_fpdu(fpdu, 0, ulpdu, true, false);
   q.qp->rx_feed(fpdu);
   const wire::TerminateMessage t = sent_terminate();
-  EXPECT_EQ(t.cause, (wire::TerminateCause{TermLayer::Rdma, term::kRdmaRemoteOperation, term::kUnspecified}));
+  EXPECT_EQ(t.cause, (wire::TerminateCause{TermLayer::Rdma, term::kRdmaRemoteOperation,
+                                           term::kUnspecified}));
 }
 
 TEST_F(QpCraftedTest, EverythingAfterAnErrorIsDropped) {

@@ -236,7 +236,8 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, QpReadErrorTest,
     testing::Values(ReadCase{"InvalidStag", 0x80, 0, 16, kRemoteRead, term::kInvalidStag},
                     ReadCase{"BeyondBounds", 0, 4000, 200, kRemoteRead, term::kBaseBounds},
-                    ReadCase{"NoReadRight", 0, 0, 16, kRemoteWrite | kLocalWrite, term::kAccessRights},
+                    ReadCase{"NoReadRight", 0, 0, 16, kRemoteWrite | kLocalWrite,
+                             term::kAccessRights},
                     ReadCase{"ToWrap", 0, -1, 64, kRemoteRead, term::kToWrap}),
     [](const auto& info) { return std::string(info.param.name); });
 
@@ -437,6 +438,109 @@ TEST_P(QpRtrTest, InitiatorRtrLetsResponderSpeakFirst) {
 
 INSTANTIATE_TEST_SUITE_P(Types, QpRtrTest,
                          testing::Values(RtrType::Write, RtrType::Read, RtrType::Send));
+
+}  // namespace
+}  // namespace uiw::engine::test
+
+namespace uiw::engine::test {
+namespace {
+
+TEST_F(QpErrorTest, DeregisterMidWriteStopsPlacement) {
+  std::vector<uint8_t> src(1000, 0x77);
+  post_write(tkey, target_to(0), src);
+  std::vector<uint8_t> wire_bytes;
+  for (const iovec& v : a.qp->tx_pending()) {
+    const auto* p = static_cast<const uint8_t*>(v.iov_base);
+    wire_bytes.insert(wire_bytes.end(), p, p + v.iov_len);
+  }
+  // Header (2 + 14) and the first 100 payload octets arrive, then the region is revoked.
+  ASSERT_EQ(b.qp->rx_feed({wire_bytes.data(), 16 + 100}), 116u);
+  ASSERT_EQ(b.reg.deregister(tkey), 0);
+  b.qp->rx_feed({wire_bytes.data() + 116, wire_bytes.size() - 116});
+  ASSERT_TRUE(b.qp->terminate_sent().has_value());
+  EXPECT_EQ(b.qp->terminate_sent()->cause,
+            (wire::TerminateCause{TermLayer::Ddp, term::kDdpTagged, term::kDdpInvalidStag}));
+  // RFC 5041 §8.3.1(6): after revocation nothing more is written.
+  for (size_t i = 0; i < 100; ++i) ASSERT_EQ(target[kGuard + i], 0x77);
+  for (size_t i = kGuard + 100; i < target.size(); ++i) ASSERT_EQ(target[i], 0xA5) << i;
+}
+
+TEST(QpSrqTest, TwoQpsShareOneSrqAndTheLimitFires) {
+  // Two connections whose receivers share one SRQ (and one registry, PD and CQ).
+  Side a1(1), a2(3);
+  memory::Registry reg(64);
+  const uint32_t pd = reg.alloc_pd();
+  CompletionQueue scq(64), rcq(64);
+  ReceiveQueue srq(64, true);
+  QpConfig c;
+  c.pd = pd;
+  c.registry = &reg;
+  c.send_cq = &scq;
+  c.recv_cq = &rcq;
+  c.rq = &srq;
+  c.qp_num = 2;
+  Qp b1(c);
+  c.qp_num = 4;
+  Qp b2(c);
+  ConnParams p = default_params();
+  ConnParams pb = p;
+  pb.initiator = false;
+  a1.qp->start(p);
+  a2.qp->start(p);
+  b1.start(pb);
+  b2.start(pb);
+  std::vector<uint8_t> bufs(8 * 32);
+  int err = 0;
+  const memory::Stag k =
+      reg.register_region(pd, bufs.data(), bufs.size(), reinterpret_cast<uint64_t>(bufs.data()),
+                          memory::kLocalWrite, &err);
+  for (int i = 0; i < 8; ++i) {
+    RecvWr r;
+    r.wr_id = i;
+    r.num_sge = 1;
+    r.sg_list[0] = sge_of(bufs, k, 32 * i, 32);
+    ASSERT_EQ(srq.post(r), 0);
+  }
+  int limit_events = 0;
+  srq.arm_limit(3, [&] { ++limit_events; });
+  EXPECT_EQ(b1.post_recv(RecvWr{}), -EINVAL);  // receives go to the SRQ
+  auto send = [](Side& s, uint8_t v) {
+    SendWr w;
+    w.opcode = WrOpcode::Send;
+    w.flags = kSendInline;
+    w.num_sge = 1;
+    static uint8_t byte;
+    byte = v;
+    w.sg_list[0] = {reinterpret_cast<uint64_t>(&byte), 1, 0};
+    ASSERT_EQ(s.qp->post_send(w), 0);
+  };
+  // Moves a's bytes into b without a Pump (b is not a Side here).
+  auto deliver = [](Side& s, Qp& q) {
+    for (const iovec& v : s.qp->tx_pending()) {
+      q.rx_feed({static_cast<const uint8_t*>(v.iov_base), v.iov_len});
+      s.qp->tx_commit(v.iov_len);
+    }
+  };
+  for (int i = 0; i < 3; ++i) {
+    send(a1, static_cast<uint8_t>(10 + i));
+    deliver(a1, b1);
+    send(a2, static_cast<uint8_t>(20 + i));
+    deliver(a2, b2);
+  }
+  std::vector<Completion> rc(16);
+  rc.resize(rcq.poll(rc));
+  ASSERT_EQ(rc.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(rc[i].wr_id, i);  // the SRQ hands out WRs in posting order, to either QP
+    EXPECT_EQ(rc[i].qp_num, i % 2 ? 4u : 2u);
+    EXPECT_EQ(bufs[32 * i], (i % 2 ? 20 : 10) + i / 2);
+  }
+  EXPECT_EQ(srq.size(), 2u);
+  EXPECT_EQ(limit_events, 1);  // fired once when the count dropped below 3
+  // An SRQ outlives its QPs' errors: aborting b1 flushes nothing from it.
+  b1.abort();
+  EXPECT_EQ(srq.size(), 2u);
+}
 
 }  // namespace
 }  // namespace uiw::engine::test

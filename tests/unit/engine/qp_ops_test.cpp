@@ -226,12 +226,14 @@ TEST_P(QpOpsTest, ZeroLengthWriteAndReadWithBogusStags) {
 
 INSTANTIATE_TEST_SUITE_P(
     Modes, QpOpsTest,
-    testing::Values(Mode{true, false, false, 1448, SIZE_MAX}, Mode{false, false, false, 1448, SIZE_MAX},
-                    Mode{true, false, false, 128, SIZE_MAX}, Mode{true, false, false, 64768, SIZE_MAX},
-                    Mode{true, true, false, 1442, SIZE_MAX}, Mode{true, false, true, 1442, SIZE_MAX},
-                    Mode{true, true, true, 500, SIZE_MAX}, Mode{false, true, true, 8882, SIZE_MAX},
-                    Mode{true, false, false, 1448, 1}, Mode{true, true, true, 1000, 7},
-                    Mode{true, true, false, 200, 513}),
+    testing::Values(Mode{true, false, false, 1448, SIZE_MAX},
+                    Mode{false, false, false, 1448, SIZE_MAX},
+                    Mode{true, false, false, 128, SIZE_MAX},
+                    Mode{true, false, false, 64768, SIZE_MAX},
+                    Mode{true, true, false, 1442, SIZE_MAX},
+                    Mode{true, false, true, 1442, SIZE_MAX}, Mode{true, true, true, 500, SIZE_MAX},
+                    Mode{false, true, true, 8882, SIZE_MAX}, Mode{true, false, false, 1448, 1},
+                    Mode{true, true, true, 1000, 7}, Mode{true, true, false, 200, 513}),
     mode_name);
 
 }  // namespace

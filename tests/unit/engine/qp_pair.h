@@ -12,8 +12,7 @@
 namespace uiw::engine::test {
 
 struct Side {
-  explicit Side(uint32_t qpn, bool srq = false)
-      : reg(1024), scq(1024), rcq(1024), rq(1024, srq) {
+  explicit Side(uint32_t qpn, bool srq = false) : reg(1024), scq(1024), rcq(1024), rq(1024, srq) {
     pd = reg.alloc_pd();
     QpConfig c;
     c.qp_num = qpn;
@@ -28,8 +27,8 @@ struct Side {
   }
   memory::Stag reg_mr(std::vector<uint8_t>& buf, uint32_t access) {
     int err = 0;
-    return reg.register_region(pd, buf.data(), buf.size(),
-                               reinterpret_cast<uint64_t>(buf.data()), access, &err);
+    return reg.register_region(pd, buf.data(), buf.size(), reinterpret_cast<uint64_t>(buf.data()),
+                               access, &err);
   }
   std::vector<Completion> poll_send() { return poll(scq); }
   std::vector<Completion> poll_recv() { return poll(rcq); }
@@ -59,7 +58,8 @@ inline Sge sge_of(std::vector<uint8_t>& buf, memory::Stag lkey, size_t off = 0,
 }
 
 inline void fill_pattern(std::vector<uint8_t>& v, uint32_t seed) {
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 8)) & 0xff);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 8)) & 0xff);
 }
 
 // Moves bytes both ways until nothing moves. `chunk` limits every transfer (short reads/writes).
