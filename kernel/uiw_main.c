@@ -92,15 +92,32 @@ static void uiw_gid_collect(struct net_device *netdev, union ib_gid *gid)
 		memcpy(gid[UIW_GID_MAC_INDEX].raw, netdev->dev_addr, ETH_ALEN);
 }
 
+static void uiw_port_event(struct uiw_dev *udev, enum ib_event_type type)
+{
+	struct ib_event event = {
+		.device = &udev->ibdev,
+		.element.port_num = 1,
+		.event = type,
+	};
+	struct net_device *netdev = udev->netdev;
+
+	/*
+	 * Events make the core re-query the port, which fails once the netdev is being
+	 * dismantled; only a registered device that is not unregistering takes them.
+	 */
+	if (READ_ONCE(netdev->dismantle) ||
+	    READ_ONCE(netdev->reg_state) != NETREG_REGISTERED)
+		return;
+	if (ib_device_try_get(&udev->ibdev)) {
+		ib_dispatch_event(&event);
+		ib_device_put(&udev->ibdev);
+	}
+}
+
 /* Rebuild the GID table; if it changed, make the core refresh its GID cache. */
 void uiw_gid_update(struct uiw_dev *udev)
 {
 	union ib_gid gid[UIW_GID_TBL_LEN];
-	struct ib_event event = {
-		.device = &udev->ibdev,
-		.element.port_num = 1,
-		.event = IB_EVENT_GID_CHANGE,
-	};
 	bool changed;
 
 	uiw_gid_collect(udev->netdev, gid);
@@ -111,30 +128,13 @@ void uiw_gid_update(struct uiw_dev *udev)
 		memcpy(udev->gid, gid, sizeof(gid));
 	spin_unlock_bh(&udev->gid_lock);
 
-	/* Only a registered, not yet unregistering device takes events. */
-	if (changed && ib_device_try_get(&udev->ibdev)) {
-		ib_dispatch_event(&event);
-		ib_device_put(&udev->ibdev);
-	}
+	if (changed)
+		uiw_port_event(udev, IB_EVENT_GID_CHANGE);
 }
 
 static void uiw_gid_work(struct work_struct *work)
 {
 	uiw_gid_update(container_of(work, struct uiw_dev, gid_work));
-}
-
-static void uiw_port_event(struct uiw_dev *udev, enum ib_event_type type)
-{
-	struct ib_event event = {
-		.device = &udev->ibdev,
-		.element.port_num = 1,
-		.event = type,
-	};
-
-	if (ib_device_try_get(&udev->ibdev)) {
-		ib_dispatch_event(&event);
-		ib_device_put(&udev->ibdev);
-	}
 }
 
 static void uiw_unreg_work(struct work_struct *work)

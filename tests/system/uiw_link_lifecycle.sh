@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# needs: uiw
+# uiw.ko device lifecycle (runs inside the test VM): a device goes away with its netdev, a
+# device can sit on lo (GIDs 127.0.0.1 and ::1), unsupported netdev types are refused, and the
+# module unloads with devices present. Restores the topology's uiw devices at the end.
+source "$UIW_ROOT/tests/system/lib.sh"
+
+dmesg_start=$(dmesg | wc -l)
+
+# The device follows its netdev's unregistration.
+ip link add uiwt-dm type dummy
+ip link set uiwt-dm up
+rdma link add uiwt0 type uiw netdev uiwt-dm
+[ -d /sys/class/infiniband/uiwt0 ] || fail "uiwt0 not created"
+ip link del uiwt-dm
+for i in $(seq 1 30); do [ -d /sys/class/infiniband/uiwt0 ] || break; sleep 0.1; done
+[ ! -d /sys/class/infiniband/uiwt0 ] || fail "uiwt0 survived its netdev"
+
+# lo: zero MAC, so no MAC GID, but the loopback addresses are there.
+rdma link add uiwlo type uiw netdev lo
+grep -qx 0000:0000:0000:0000:0000:ffff:7f00:0001 /sys/class/infiniband/uiwlo/ports/1/gids/0 ||
+  fail "127.0.0.1 GID: $(cat /sys/class/infiniband/uiwlo/ports/1/gids/0)"
+rdma link del uiwlo
+
+# Not an Ethernet-like netdev.
+ip link add uiwt-ipip type ipip local 10.99.1.1 remote 10.99.2.1 2>/dev/null || true
+if [ -d /sys/class/net/uiwt-ipip ]; then
+  if rdma link add uiwt1 type uiw netdev uiwt-ipip 2>/dev/null; then fail "uiw on an ipip netdev"; fi
+  ip link del uiwt-ipip
+fi
+
+# The module unloads with devices present; every uiw device goes away.
+ko=""
+for m in "${UIW_BUILD:-/nonexistent}"/vm/uiw-"$(uname -r)"/src/kernel/uiw.ko; do [ -f "$m" ] && ko=$m; done
+[ -n "$ko" ] || ko=$(modinfo -n uiw 2>/dev/null || true)
+rmmod uiw || fail "rmmod uiw"
+ls /sys/class/infiniband | grep '^uiw' >/dev/null && fail "uiw devices left after rmmod: $(ls /sys/class/infiniband)"
+
+# Back to the standard topology.
+if [ -n "$ko" ]; then
+  insmod "$ko" || fail "insmod $ko"
+  rdma link add "$UIW0_DEV" type uiw netdev "$UIW0_NETDEV"
+  rdma link add "$UIW1_DEV" type uiw netdev "$UIW1_NETDEV"
+fi
+
+if dmesg | tail -n +"$((dmesg_start + 1))" | grep -E 'BUG|WARNING|Oops|Call Trace|ib_query_port failed'; then
+  fail "kernel complained (above)"
+fi
+echo "PASS: uiw device lifecycle"
