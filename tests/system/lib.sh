@@ -1,0 +1,100 @@
+# Helpers for system tests (tests/system/*.sh). Sourced; runs inside the VM only.
+# Each test runs in its own empty working directory; its background jobs are killed by the
+# runner when it ends. See tests/vm/README.md for the topology variables.
+set -euo pipefail
+
+[ "${UIW_VM:-}" = 1 ] || {
+  echo "system tests run inside the VM: scripts/test vm, or scripts/vm -- bash $0" >&2
+  exit 2
+}
+
+log() { echo "# $*"; }
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# show NAME: prints NAME.log (the output of start_bg or run_fg) with a prefix.
+show() { sed "s/^/  $1| /" "$1.log"; }
+
+declare -A BG_PID
+
+# start_bg NAME CMD...: starts CMD in the background, output in NAME.log.
+start_bg() {
+  local name=$1
+  shift
+  log "start $name: $*"
+  "$@" >"$name.log" 2>&1 &
+  BG_PID[$name]=$!
+}
+
+# wait_bg NAME [SECS]: waits for NAME (default 60 s); fails the test if it does not end or
+# exits non-zero.
+wait_bg() {
+  local name=$1 secs=${2:-60} pid=${BG_PID[$1]} i rc
+  for ((i = 0; i < secs * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -9 "$pid" 2>/dev/null || true
+    show "$name"
+    fail "$name did not finish within ${secs}s"
+  fi
+  rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" = 0 ] || {
+    show "$name"
+    fail "$name exited $rc"
+  }
+  log "$name exited 0"
+}
+
+# run_fg NAME SECS CMD...: runs CMD with a time limit, output in NAME.log; fails the test on a
+# non-zero exit or a timeout.
+run_fg() {
+  local name=$1 secs=$2 rc=0
+  shift 2
+  log "run $name: $*"
+  timeout -k 5 "$secs" "$@" >"$name.log" 2>&1 || rc=$?
+  if [ "$rc" != 0 ]; then
+    show "$name"
+    [ "$rc" = 124 ] && fail "$name did not finish within ${secs}s"
+    fail "$name exited $rc"
+  fi
+  log "$name exited 0"
+}
+
+# wait_cm_listen PORT [SECS]: waits until an rdma_cm id listens on PORT (any device, any
+# address). Needed before starting a client: a server under TCG can take seconds to start.
+wait_cm_listen() {
+  local port=$1 secs=${2:-30} i
+  for ((i = 0; i < secs * 5; i++)); do
+    rdma res show cm_id 2>/dev/null | grep -Eq "state LISTEN .*src-addr [^ ]*:$port( |$)" &&
+      return 0
+    sleep 0.2
+  done
+  rdma res show cm_id >&2 || true
+  fail "no rdma_cm listener on port $port after ${secs}s"
+}
+
+# expect NAME REGEX [MESSAGE]: NAME.log must contain a line matching the extended REGEX.
+expect() {
+  grep -Eq -- "$2" "$1.log" || {
+    show "$1"
+    fail "${3:-$1 output lacks /$2/}"
+  }
+}
+
+# perftest_bw NAME SIZE ITERS: prints the "BW average" column of perftest's result line for
+# SIZE bytes x ITERS in NAME.log; fails if the line is missing or the average is not > 0.
+perftest_bw() {
+  local bw
+  bw=$(awk -v s="$2" -v n="$3" '$1 == s && $2 == n && NF >= 5 { print $4 }' "$1.log" | tail -n1)
+  [ -n "$bw" ] || {
+    show "$1"
+    fail "$1: no result line for $2 bytes x $3 iterations"
+  }
+  awk -v b="$bw" 'BEGIN { exit !(b > 0) }' || fail "$1: average bandwidth $bw is not > 0"
+  echo "$bw"
+}

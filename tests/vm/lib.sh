@@ -1,0 +1,273 @@
+# Host-side helpers of the uiw test VM (sourced by tests/vm/vm). Not run directly.
+#
+# vm_prepare picks the kernel and builds (or reuses) everything the VM boots with:
+#   VM_KVER VM_KERNEL VM_INITRD          kernel release, bzImage, initramfs
+#   VM_SIW_STATE VM_SIW_KO VM_SIW_REASON  siw.ko built from linux-source-<maj.min>
+#   VM_UIW_STATE VM_UIW_KO VM_UIW_REASON  uiw.ko built from kernel/ (when it exists)
+# *_STATE is ok | absent (not expected to exist: skip) | failed (expected but broken: fail).
+# Artifacts live under $VM_DIR (= $UIW_BUILD/vm), cached by content keys.
+
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+
+VM_SRC=$UIW_ROOT/tests/vm
+VM_DIR=$UIW_BUILD/vm
+VM_QUIET=${VM_QUIET:-0}
+
+# Packages the VM needs on the host; the guest uses the same files through the 9p root.
+VM_PACKAGES=(qemu-system-x86 busybox-static linux-image-amd64 linux-headers-amd64 kmod cpio
+  xz-utils rsync make gcc iproute2 rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest)
+
+vm_log() { [ "$VM_QUIET" = 1 ] || printf 'vm: %s\n' "$*" >&2; }
+vm_warn() { printf 'vm: %s\n' "$*" >&2; }
+vm_die() {
+  printf 'vm: error: %s\n' "$*" >&2
+  exit 125
+}
+
+# Seconds since the epoch with centiseconds, for the timing lines.
+vm_now() { date +%s.%N | cut -c1-14; }
+vm_since() { awk -v a="$1" -v b="$(vm_now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+vm_pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+
+# vm_need_packages PKG...: installs what is missing; waits for a running apt/dpkg first.
+vm_need_packages() {
+  local missing=() p try
+  for p in "$@"; do vm_pkg_installed "$p" || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  vm_log "installing missing packages: ${missing[*]}"
+  for try in 1 2 3 4 5 6; do
+    if pgrep -x 'apt|apt-get|dpkg' >/dev/null; then
+      vm_log "apt/dpkg is busy; waiting (try $try)"
+      sleep 20
+      continue
+    fi
+    uiw_need_packages "${missing[@]}" && return 0
+    sleep 5
+  done
+  vm_die "could not install: ${missing[*]}
+  install them by hand: apt-get install ${missing[*]}"
+}
+
+# Picks the newest installed kernel that has both its module tree and its headers
+# (/lib/modules/<kver>/build); UIW_VM_KERNEL=<kver> forces one.
+vm_pick_kernel() {
+  local img k best="" seen=""
+  for img in /boot/vmlinuz-*; do
+    [ -f "$img" ] || continue
+    k=${img#/boot/vmlinuz-}
+    seen+=" $k"
+    if [ -n "${UIW_VM_KERNEL:-}" ] && [ "$k" != "$UIW_VM_KERNEL" ]; then continue; fi
+    [ -f "/lib/modules/$k/modules.dep" ] || continue
+    [ -f "/lib/modules/$k/build/Makefile" ] || continue
+    best=$(printf '%s\n%s\n' "$best" "$k" | sed '/^$/d' | sort -V | tail -n1)
+  done
+  if [ -z "$best" ]; then
+    [ -n "$seen" ] || vm_die "no kernel image in /boot: apt-get install linux-image-amd64"
+    local want=${UIW_VM_KERNEL:-${seen##* }}
+    [ -f "/lib/modules/$want/modules.dep" ] ||
+      vm_die "kernel $want has no module tree /lib/modules/$want: apt-get install --reinstall linux-image-$want"
+    vm_die "no kernel headers for$seen (need /lib/modules/<kver>/build):
+  apt-get install linux-headers-$want"
+  fi
+  VM_KVER=$best
+  VM_KERNEL=/boot/vmlinuz-$best
+  [ -r "$VM_KERNEL" ] || vm_die "$VM_KERNEL is not readable"
+}
+
+# QEMU boots an uncompressed ELF vmlinux directly through its PVH entry point; that skips the
+# firmware's bzImage loader and the in-guest XZ decompression, ~7 s under TCG. The vmlinux is
+# unpacked from Debian's bzImage once (cached); without a PVH note the bzImage is used.
+vm_unpack_kernel() {
+  local out=$VM_DIR/vmlinux-$VM_KVER key magic off tool
+  key=$(stat -c '%s %Y' "$VM_KERNEL")
+  if [ -f "$out" ] && [ "$(cat "$out.key" 2>/dev/null)" = "$key" ]; then
+    VM_KERNEL=$out
+    return 0
+  fi
+  rm -f "$out" "$out.key"
+  # magic (as grep -P bytes) and decompressor, as in the kernel's scripts/extract-vmlinux
+  for magic in '\xfd\x37\x7a\x58\x5a\x00:xz -dc' '\x28\xb5\x2f\xfd:zstd -qdc' \
+    '\x1f\x8b\x08:gzip -dc' '\x02\x21\x4c\x18:lz4 -dc'; do
+    tool=${magic#*:}
+    command -v "${tool%% *}" >/dev/null || continue
+    for off in $(LC_ALL=C grep -obUaP "${magic%%:*}" "$VM_KERNEL" | cut -d: -f1 | head -n 3 || true); do
+      # (the decompressor complains about the bytes after its stream: ignore its status)
+      tail -c +"$((off + 1))" "$VM_KERNEL" | $tool >"$out.tmp" 2>/dev/null || true
+      # XEN_ELFNOTE_PHYS32_ENTRY (type 0x12) marks the PVH entry point.
+      if readelf -n "$out.tmp" 2>/dev/null | grep -q 'Unknown note type: (0x00000012)'; then
+        mv "$out.tmp" "$out" && echo "$key" >"$out.key"
+        VM_KERNEL=$out
+        return 0
+      fi
+    done
+  done
+  rm -f "$out.tmp"
+  vm_log "cannot unpack a PVH vmlinux from $VM_KERNEL; booting the bzImage (slower)"
+}
+
+# Hash of the given strings and files (missing files hash as their name).
+vm_key() {
+  local x
+  for x in "$@"; do
+    if [ -f "$x" ]; then sha256sum "$x"; else printf '%s\n' "$x"; fi
+  done | sha256sum | cut -c1-16
+}
+
+# Modules the initramfs loads to mount the 9p root and open the virtio serial ports.
+VM_INITRD_MODULES=(virtio_pci virtio_console 9pnet_virtio 9p overlay)
+
+vm_build_initramfs() {
+  local mods key out tmp f
+  mods=$(for f in "${VM_INITRD_MODULES[@]}"; do
+    modprobe -S "$VM_KVER" --show-depends "$f" || vm_die "module $f missing for $VM_KVER"
+  done | awk '$1 == "insmod" && !seen[$2]++ { print $2 }')
+  key=$(vm_key "$VM_KVER" "$VM_SRC/initramfs-init" /bin/busybox $mods)
+  out=$VM_DIR/initramfs-$VM_KVER.cpio
+  VM_INITRD=$out
+  [ -f "$out" ] && [ "$(cat "$out.key" 2>/dev/null)" = "$key" ] && return 0
+  vm_log "building initramfs for $VM_KVER"
+  tmp=$(mktemp -d "$VM_DIR/initramfs.XXXXXX")
+  mkdir -p "$tmp"/{bin,dev,proc,sys,lower,rw,newroot,modules}
+  cp /bin/busybox "$tmp/bin/busybox"
+  cp "$VM_SRC/initramfs-init" "$tmp/init"
+  chmod 755 "$tmp/init"
+  : >"$tmp/modules/order"
+  for f in $mods; do
+    local base
+    base=$(basename "$f")
+    # busybox insmod takes plain .ko files only.
+    case $f in
+      *.ko.xz) xz -dc "$f" >"$tmp/modules/${base%.xz}"; base=${base%.xz} ;;
+      *.ko.zst) zstd -qdc "$f" >"$tmp/modules/${base%.zst}"; base=${base%.zst} ;;
+      *.ko.gz) gzip -dc "$f" >"$tmp/modules/${base%.gz}"; base=${base%.gz} ;;
+      *) cp "$f" "$tmp/modules/$base" ;;
+    esac
+    echo "$base" >>"$tmp/modules/order"
+  done
+  (cd "$tmp" && find . | cpio -o -H newc --quiet) >"$out.tmp"
+  mv "$out.tmp" "$out"
+  echo "$key" >"$out.key"
+  rm -rf "$tmp"
+}
+
+# siw.ko from Debian's linux-source-<maj.min> (Debian ships no siw): the driver directory is
+# extracted once per source version and built out of tree against the chosen kernel's headers.
+vm_build_siw() {
+  VM_SIW_STATE=failed VM_SIW_KO="" VM_SIW_REASON=""
+  local series pkg tarball srcver key dir log src
+  series=$(echo "$VM_KVER" | cut -d. -f1,2)
+  pkg=linux-source-$series
+  tarball=/usr/src/$pkg.tar.xz
+  if ! vm_pkg_installed "$pkg" || [ ! -f "$tarball" ]; then
+    vm_need_packages "$pkg"
+    [ -f "$tarball" ] || { VM_SIW_REASON="$tarball missing (apt-get install $pkg)"; return 0; }
+  fi
+  srcver=$(dpkg-query -W -f='${Version}' "$pkg")
+  src=$VM_DIR/src/$pkg-$srcver
+  if [ ! -f "$src/.extracted" ]; then
+    vm_log "extracting drivers/infiniband/sw/siw from $tarball (once per source version)"
+    rm -rf "$src" && mkdir -p "$src"
+    if ! tar -xJf "$tarball" -C "$src" --strip-components=1 "$pkg/drivers/infiniband/sw/siw"; then
+      VM_SIW_REASON="cannot extract siw from $tarball"
+      return 0
+    fi
+    touch "$src/.extracted"
+  fi
+  dir=$VM_DIR/siw-$VM_KVER
+  key=$(vm_key "$VM_KVER" "$srcver" "/lib/modules/$VM_KVER/build/Module.symvers")
+  log=$dir.log
+  if [ -f "$dir/siw.ko" ] && [ "$(cat "$dir/.key" 2>/dev/null)" = "$key" ]; then
+    VM_SIW_STATE=ok VM_SIW_KO=$dir/siw.ko
+    return 0
+  fi
+  vm_log "building siw.ko from $pkg $srcver for $VM_KVER"
+  rm -rf "$dir" && mkdir -p "$dir"
+  cp -a "$src/drivers/infiniband/sw/siw/." "$dir/"
+  if make -C "/lib/modules/$VM_KVER/build" M="$dir" CONFIG_RDMA_SIW=m -j"$UIW_JOBS" modules \
+    >"$log" 2>&1 && [ -f "$dir/siw.ko" ]; then
+    echo "$key" >"$dir/.key"
+    VM_SIW_STATE=ok VM_SIW_KO=$dir/siw.ko
+  else
+    echo "make failed: see above" >>"$log"
+    VM_SIW_REASON="siw.ko failed to build (log: $log)"
+    vm_warn "$VM_SIW_REASON"
+    tail -n 15 "$log" >&2
+  fi
+}
+
+# uiw.ko: when kernel/ has a Makefile or Kbuild, copy kernel/ (and kernel-abi/, which it may
+# include by relative path) under the build dir and build it there, so the checkout stays clean.
+vm_build_uiw() {
+  VM_UIW_STATE=absent VM_UIW_KO="" VM_UIW_REASON="kernel/ does not exist yet (uiw.ko not written)"
+  local k=$UIW_ROOT/kernel
+  [ -f "$k/Makefile" ] || [ -f "$k/Kbuild" ] || return 0
+  local dir=$VM_DIR/uiw-$VM_KVER log key d files
+  log=$dir.log
+  files=$(cd "$UIW_ROOT" && find kernel kernel-abi -type f 2>/dev/null | sort)
+  key=$(cd "$UIW_ROOT" && vm_key "$VM_KVER" "/lib/modules/$VM_KVER/build/Module.symvers" $files)
+  if [ "$(cat "$dir/.key" 2>/dev/null)" = "$key" ]; then
+    if [ -f "$dir/src/kernel/uiw.ko" ]; then
+      VM_UIW_STATE=ok VM_UIW_KO=$dir/src/kernel/uiw.ko
+    else
+      VM_UIW_STATE=failed VM_UIW_REASON="uiw.ko failed to build (log: $log)"
+      vm_warn "$VM_UIW_REASON (cached result; sources unchanged)"
+    fi
+    return 0
+  fi
+  vm_log "building uiw.ko for $VM_KVER"
+  mkdir -p "$dir/src"
+  for d in kernel kernel-abi; do
+    [ -d "$UIW_ROOT/$d" ] || continue
+    # Keep kbuild's outputs in the copy so rebuilds stay incremental.
+    rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
+      --exclude='.*.cmd' --exclude='modules.order' --exclude='Module.symvers' \
+      --exclude='.tmp_versions' "$UIW_ROOT/$d/" "$dir/src/$d/"
+  done
+  rm -f "$dir/src/kernel/uiw.ko"
+  if make -C "/lib/modules/$VM_KVER/build" M="$dir/src/kernel" -j"$UIW_JOBS" >"$log" 2>&1 &&
+    [ -f "$dir/src/kernel/uiw.ko" ]; then
+    VM_UIW_STATE=ok VM_UIW_KO=$dir/src/kernel/uiw.ko
+    if grep -q 'warning:' "$log"; then vm_warn "uiw.ko built with warnings (log: $log)"; fi
+  else
+    VM_UIW_STATE=failed VM_UIW_REASON="uiw.ko failed to build (log: $log)"
+    vm_warn "$VM_UIW_REASON"
+    grep -m 20 -E 'error|Error' "$log" >&2 || tail -n 20 "$log" >&2
+  fi
+  echo "$key" >"$dir/.key"
+}
+
+# The rdma-core provider, when the build tree has one; the guest installs it into its overlay.
+vm_find_provider() {
+  VM_PROVIDER=$(find "$UIW_BUILD" -path "$VM_DIR" -prune -o -name 'libuiw-rdmav*.so' -print \
+    2>/dev/null | head -n1)
+}
+
+# vm_prepare [WANT_SIW] [WANT_UIW]: everything above (plus VM_SIW_DEPS/VM_UIW_DEPS, the in-tree
+# modules each one needs, loaded by the guest before insmod), serialised between concurrent runs.
+vm_prepare() {
+  local want_siw=${1:-1} want_uiw=${2:-1}
+  vm_need_packages "${VM_PACKAGES[@]}"
+  mkdir -p "$VM_DIR"
+  exec 9>"$VM_DIR/.lock"
+  flock 9
+  vm_pick_kernel
+  vm_unpack_kernel
+  vm_build_initramfs
+  if [ "$want_siw" = 1 ]; then
+    vm_build_siw
+  else
+    VM_SIW_STATE=absent VM_SIW_KO="" VM_SIW_REASON="disabled (--no-siw)"
+  fi
+  if [ "$want_uiw" = 1 ]; then
+    vm_build_uiw
+  else
+    VM_UIW_STATE=absent VM_UIW_KO="" VM_UIW_REASON="disabled (--no-uiw)"
+  fi
+  vm_find_provider
+  VM_SIW_DEPS="" VM_UIW_DEPS=""
+  [ "$VM_SIW_STATE" = ok ] && VM_SIW_DEPS=$(modinfo -F depends "$VM_SIW_KO")
+  [ "$VM_UIW_STATE" = ok ] && VM_UIW_DEPS=$(modinfo -F depends "$VM_UIW_KO")
+  flock -u 9
+  exec 9>&-
+}
