@@ -4,6 +4,7 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <new>
 #include <thread>
@@ -160,42 +161,21 @@ int Registry::dealloc_pd(uint32_t pd) {
   return 0;
 }
 
-Stag Registry::register_region(uint32_t pd, void* addr, uint64_t length, uint64_t iova,
-                               uint32_t access, int* err) {
-  int dummy;
-  if (!err) err = &dummy;
-  *err = -EINVAL;
-  if (access & ~kAllAccess) return 0;
+int Registry::check_region_args(void* addr, uint64_t length, uint64_t iova, uint32_t access) {
+  if (access & ~kAllAccess) return -EINVAL;
   // Verbs (ibv_reg_mr): remote write / remote atomic require local write.
-  if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite)) return 0;
-  if (addr == nullptr && length != 0) return 0;
+  if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite)) return -EINVAL;
+  if (addr == nullptr && length != 0) return -EINVAL;
   // The region end must be representable both as a tagged offset and as a host address.
-  if (length > UINT64_MAX - iova) return 0;
-  if (length > UINTPTR_MAX - reinterpret_cast<uintptr_t>(addr)) return 0;
+  if (length > UINT64_MAX - iova) return -EINVAL;
+  if (length > UINTPTR_MAX - reinterpret_cast<uintptr_t>(addr)) return -EINVAL;
+  return 0;
+}
 
-  std::lock_guard<std::mutex> g(mu_);
-  auto pit = pd_refs_.find(pd);
-  if (pit == pd_refs_.end()) return 0;
-  if (free_slots_.empty()) {
-    *err = -ENOMEM;
-    return 0;
-  }
-  // A random free slot, random index bits above the slot number and a random key: the STag space
-  // is populated sparsely over the full 24-bit index range (RFC 5040 §8.1.1(8)).
-  size_t pick = random32() % free_slots_.size();
-  uint32_t slot_no = free_slots_[pick];
-  free_slots_[pick] = free_slots_.back();
-  free_slots_.pop_back();
+void Registry::fill_slot_locked(uint32_t slot_no, Stag stag, uint32_t pd, void* addr,
+                                uint64_t length, uint64_t iova, uint32_t access) {
   Slot& s = slots_[slot_no];
-  uint32_t shift = log2_pow2(nslots_);
-  uint32_t index, key;
-  do {
-    uint32_t high = shift >= 24 ? 0 : (random32() << shift);
-    index = (high | slot_no) & (kMaxSlots - 1);
-    key = random32() & 0xff;
-  } while (index == 0 || key == s.last_key);
-  Stag stag = (index << 8) | key;
-  s.last_key = static_cast<uint8_t>(key);
+  s.last_key = stag_key(stag);
   write_slot(s, [&](Slot& w) {
     w.pd.store(pd, std::memory_order_relaxed);
     w.stream.store(0, std::memory_order_relaxed);
@@ -206,10 +186,60 @@ Stag Registry::register_region(uint32_t pd, void* addr, uint64_t length, uint64_
     w.length.store(length, std::memory_order_relaxed);
     w.stag.store(stag, std::memory_order_relaxed);
   });
-  ++pit->second;
+  ++pd_refs_[pd];
   live_.fetch_add(1, std::memory_order_relaxed);
+}
+
+Stag Registry::register_region(uint32_t pd, void* addr, uint64_t length, uint64_t iova,
+                               uint32_t access, int* err) {
+  int dummy;
+  if (!err) err = &dummy;
+  *err = check_region_args(addr, length, iova, access);
+  if (*err) return 0;
+
+  std::lock_guard<std::mutex> g(mu_);
+  *err = -EINVAL;
+  if (pd_refs_.find(pd) == pd_refs_.end()) return 0;
+  if (free_slots_.empty()) {
+    *err = -ENOMEM;
+    return 0;
+  }
+  // A random free slot, random index bits above the slot number and a random key: the STag space
+  // is populated sparsely over the full 24-bit index range (RFC 5040 §8.1.1(8)).
+  size_t pick = random32() % free_slots_.size();
+  uint32_t slot_no = free_slots_[pick];
+  free_slots_[pick] = free_slots_.back();
+  free_slots_.pop_back();
+  uint32_t shift = log2_pow2(nslots_);
+  uint32_t index, key;
+  do {
+    uint32_t high = shift >= 24 ? 0 : (random32() << shift);
+    index = (high | slot_no) & (kMaxSlots - 1);
+    key = random32() & 0xff;
+  } while (index == 0 || key == slots_[slot_no].last_key);
+  Stag stag = (index << 8) | key;
+  fill_slot_locked(slot_no, stag, pd, addr, length, iova, access);
   *err = 0;
   return stag;
+}
+
+int Registry::register_region_with_stag(Stag stag, uint32_t pd, void* addr, uint64_t length,
+                                        uint64_t iova, uint32_t access) {
+  if (stag == 0) return -EINVAL;
+  if (int rc = check_region_args(addr, length, iova, access)) return rc;
+
+  std::lock_guard<std::mutex> g(mu_);
+  if (pd_refs_.find(pd) == pd_refs_.end()) return -EINVAL;
+  if (nslots_ == 0) return -ENOMEM;
+  // The slot is fixed by the STag; it is usable only while it is on the free list (a dying slot,
+  // still waiting for its pins in deregister(), is not).
+  const uint32_t slot_no = stag_index(stag) & slot_mask_;
+  auto it = std::find(free_slots_.begin(), free_slots_.end(), slot_no);
+  if (it == free_slots_.end()) return -EBUSY;
+  *it = free_slots_.back();
+  free_slots_.pop_back();
+  fill_slot_locked(slot_no, stag, pd, addr, length, iova, access);
+  return 0;
 }
 
 int Registry::deregister(Stag stag) {

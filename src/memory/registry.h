@@ -90,6 +90,12 @@ class Registry {
   // remote atomic require local write (-EINVAL otherwise). `err` may be null.
   Stag register_region(uint32_t pd, void* addr, uint64_t length, uint64_t iova, uint32_t access,
                        int* err);
+  // The same, under an STag chosen by someone else (uiw.ko allocates the device-unique STag of an
+  // ibv_reg_mr and the provider registers the region under it). The STag's slot (its index modulo
+  // capacity()) must be free: -EBUSY otherwise (another live region maps to it; the caller may
+  // fall back to register_region). -EINVAL for STag 0 and the argument errors above.
+  int register_region_with_stag(Stag stag, uint32_t pd, void* addr, uint64_t length, uint64_t iova,
+                                uint32_t access);
   // 0 or -ENOENT. When it returns, no Pin on this region is alive (see Pin): the buffer may be
   // freed (RFC 5041 §8.3.1(6): after revocation the RNIC can no longer modify the buffer).
   int deregister(Stag);
@@ -165,6 +171,10 @@ class Registry {
                    uint64_t to, uint64_t len) const;
   int update_flags_locked(Stag, uint32_t set, uint32_t clear, bool need_valid);  // requires mu_
   uint32_t random32();                                                           // requires mu_
+  static int check_region_args(void* addr, uint64_t length, uint64_t iova, uint32_t access);
+  // Fills free slot `slot_no` (already taken off free_slots_) with a live region. Requires mu_.
+  void fill_slot_locked(uint32_t slot_no, Stag stag, uint32_t pd, void* addr, uint64_t length,
+                        uint64_t iova, uint32_t access);
 
   uint32_t nslots_ = 0;
   uint32_t slot_mask_ = 0;

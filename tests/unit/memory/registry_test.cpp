@@ -442,3 +442,74 @@ TEST(RegistryPerf, CheckCostNanoseconds) {
 
 }  // namespace
 }  // namespace uiw::memory
+
+namespace uiw::memory {
+namespace {
+
+// register_region_with_stag: the provider registers under the STag uiw.ko allocated.
+TEST(RegistryGivenStag, RegistersUnderTheGivenStagAndChecksLikeAnyRegion) {
+  Registry reg(16);
+  const uint32_t pd = reg.alloc_pd();
+  std::array<uint8_t, 64> b{};
+  const Stag given = (0x000123u << 8) | 0x5a;  // index 0x123 (slot 3 of 16), key 0x5a
+  ASSERT_EQ(reg.register_region_with_stag(given, pd, b.data(), b.size(), 0x1000,
+                                          kLocalWrite | kRemoteWrite),
+            0);
+  EXPECT_EQ(reg.region_count(), 1u);
+  Mapping m = reg.check(given, pd, 0, kRemoteWrite, 0x1010, 8);
+  EXPECT_EQ(m.result, AccessResult::Ok);
+  EXPECT_EQ(m.host, b.data() + 0x10);
+  // Same index, other key: not this region (RFC 5040 §8.1.1(8): the key is part of the STag).
+  EXPECT_EQ(reg.check(given ^ 0x01, pd, 0, 0, 0x1000, 1).result, AccessResult::InvalidStag);
+  EXPECT_EQ(reg.check(given, pd, 0, kRemoteRead, 0x1000, 1).result, AccessResult::AccessDenied);
+  EXPECT_EQ(reg.check(given, pd + 1, 0, 0, 0x1000, 1).result, AccessResult::PdMismatch);
+  ASSERT_EQ(reg.deregister(given), 0);
+  EXPECT_EQ(reg.check(given, pd, 0, 0, 0x1000, 1).result, AccessResult::InvalidStag);
+  EXPECT_EQ(reg.region_count(), 0u);
+  // The slot is free again: the same STag can be registered once more.
+  EXPECT_EQ(reg.register_region_with_stag(given, pd, b.data(), b.size(), 0, 0), 0);
+}
+
+TEST(RegistryGivenStag, SlotCollisionIsEbusyAndLeavesTheLiveRegionAlone) {
+  Registry reg(16);
+  const uint32_t pd = reg.alloc_pd();
+  std::array<uint8_t, 8> b{};
+  const Stag first = (0x000005u << 8) | 0x11;   // slot 5
+  const Stag second = (0x000015u << 8) | 0x22;  // index 0x15: slot 5 again
+  ASSERT_EQ(reg.register_region_with_stag(first, pd, b.data(), 8, 0, 0), 0);
+  EXPECT_EQ(reg.register_region_with_stag(second, pd, b.data(), 8, 0, 0), -EBUSY);
+  EXPECT_EQ(reg.check(first, pd, 0, 0, 0, 8).result, AccessResult::Ok);
+  EXPECT_EQ(reg.check(second, pd, 0, 0, 0, 8).result, AccessResult::InvalidStag);
+  EXPECT_EQ(reg.region_count(), 1u);
+  // A random registration never takes a slot a given STag holds, and vice versa.
+  int err = 1;
+  std::vector<Stag> rnd;
+  for (int i = 0; i < 15; ++i) {
+    rnd.push_back(reg.register_region(pd, b.data(), 8, 0, 0, &err));
+    ASSERT_EQ(err, 0);
+    EXPECT_NE(stag_index(rnd.back()) & 15, 5u);
+  }
+  EXPECT_EQ(reg.register_region(pd, b.data(), 8, 0, 0, &err), 0u);
+  EXPECT_EQ(err, -ENOMEM);
+  EXPECT_EQ(reg.register_region_with_stag((0x000007u << 8) | 1, pd, b.data(), 8, 0, 0), -EBUSY);
+}
+
+TEST(RegistryGivenStag, RejectsStagZeroUnknownPdAndBadArguments) {
+  Registry reg(16);
+  const uint32_t pd = reg.alloc_pd();
+  std::array<uint8_t, 8> b{};
+  EXPECT_EQ(reg.register_region_with_stag(0, pd, b.data(), 8, 0, 0), -EINVAL);
+  EXPECT_EQ(reg.register_region_with_stag(0x100, pd + 7, b.data(), 8, 0, 0), -EINVAL);
+  EXPECT_EQ(reg.register_region_with_stag(0x100, pd, b.data(), 8, 0, kRemoteWrite), -EINVAL);
+  EXPECT_EQ(reg.register_region_with_stag(0x100, pd, nullptr, 8, 0, 0), -EINVAL);
+  EXPECT_EQ(reg.register_region_with_stag(0x100, pd, b.data(), 8, UINT64_MAX, 0), -EINVAL);
+  EXPECT_EQ(reg.region_count(), 0u);
+  // The PD now has a region: dealloc_pd refuses until it is gone.
+  ASSERT_EQ(reg.register_region_with_stag(0x100, pd, b.data(), 8, 0, 0), 0);
+  EXPECT_EQ(reg.dealloc_pd(pd), -EBUSY);
+  ASSERT_EQ(reg.deregister(0x100), 0);
+  EXPECT_EQ(reg.dealloc_pd(pd), 0);
+}
+
+}  // namespace
+}  // namespace uiw::memory
