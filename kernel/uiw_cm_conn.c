@@ -165,13 +165,16 @@ static int uiw_cm_upcall_request(struct uiw_cep *cep, const void *pd, u8 pd_len)
 	int rv = -ECONNRESET;
 
 	uiw_cep_addrs(cep, &ev);
-	/* iw_cm convention: what the accepting side needs, i.e. the peer's values swapped. */
+	/*
+	 * As siw reports them: rdma_cm turns ird into initiator_depth (bounded by the peer's
+	 * IRD) and ord into responder_resources (needed for the peer's ORD).
+	 */
 	if (cep->params.enhanced) {
-		ev.ird = min_t(u16, cep->peer_v2.ord, UIW_MAX_IRD);
-		ev.ord = min_t(u16, cep->peer_v2.ird, UIW_MAX_ORD);
+		ev.ird = min_t(u16, cep->peer_v2.ird, UIW_MAX_ORD);
+		ev.ord = min_t(u16, cep->peer_v2.ord, UIW_MAX_IRD);
 	} else {
-		ev.ird = UIW_MAX_IRD;
-		ev.ord = UIW_MAX_ORD;
+		ev.ird = UIW_MAX_ORD;
+		ev.ord = UIW_MAX_IRD;
 	}
 	/* The listener's cm_id is valid while it is LISTENING (destroy_listen, below). */
 	spin_lock_bh(&udev->cep_lock);
