@@ -8,9 +8,13 @@
  * takes the socket with UIW_METHOD_QP_TAKE_SOCKET and checks that the byte stream starts
  * exactly at what the peer sent first.
  *
- *   uiw_cm_probe server DEV ADDR PORT [accept|reject]      (ADDR may be 0.0.0.0 or ::)
- *   uiw_cm_probe client DEV SRC DST PORT
- *   uiw_cm_probe steal DEV SRC DST PORT QPN                 (connect with someone's QPN)
+ *   uiw_cm_probe server DEV ADDR PORT [MODE]    (ADDR may be 0.0.0.0 or ::)
+ *   uiw_cm_probe client DEV SRC DST PORT [MODE]
+ *   uiw_cm_probe steal DEV SRC DST PORT QPN      (connect with someone else's QPN)
+ *
+ * MODE: data (default: exchange test bytes, then disconnect), reject (server), hold (stay
+ * connected until killed), peek (print the first 2 bytes the peer sent, the ULPDU_Length of
+ * its first FPDU, then exit without disconnecting).
  *
  * Output lines are "key: value" for the test script; exit status 0 = the flow completed.
  * Build: gcc -O2 -Wall -I kernel-abi -o uiw_cm_probe kernel/tests/uiw_cm_probe.c
@@ -340,6 +344,8 @@ static void exchange(int sfd, const char *out, const char *in)
 	printf("stream: %s\n", memcmp(buf, in, want) ? "MISMATCH" : "ok");
 }
 
+static const char *mode = "data";
+
 static void take_and_check(struct verbs *v, const char *out, const char *in)
 {
 	struct uiw_conn_info info = {};
@@ -357,7 +363,20 @@ static void take_and_check(struct verbs *v, const char *out, const char *in)
 		printf("error: second TAKE_SOCKET did not fail with EALREADY\n");
 	else
 		printf("take-again: EALREADY\n");
+	if (!strcmp(mode, "peek")) {
+		unsigned char len[2];
+		struct pollfd p = { .fd = sfd, .events = POLLIN };
+
+		if (poll(&p, 1, 20000) <= 0 || recv(sfd, len, 2, MSG_WAITALL) != 2)
+			die("peek");
+		printf("first-ulpdu-length: %u\n", len[0] << 8 | len[1]);
+		exit(0);
+	}
 	exchange(sfd, out, in);
+	if (!strcmp(mode, "hold")) {
+		printf("holding\n");
+		pause();
+	}
 	close(sfd);
 }
 
@@ -400,7 +419,11 @@ int main(int argc, char **argv)
 			struct rdma_ucm_reject cmd;
 		} rej = {};
 		struct rdma_ucm_event_resp e;
-		bool reject = argc > 5 && !strcmp(argv[5], "reject");
+		bool reject;
+
+		if (argc > 5)
+			mode = argv[5];
+		reject = !strcmp(mode, "reject");
 
 		bind.cmd.id = ucma_create_id();
 		bind.cmd.addr_size = parse_addr(argv[3], atoi(argv[4]), (void *)&bind.cmd.addr);
@@ -464,6 +487,8 @@ int main(int argc, char **argv)
 
 		if (argc < 6)
 			return 2;
+		if (!steal && argc > 6)
+			mode = argv[6];
 		ra.cmd.id = ucma_create_id();
 		ra.cmd.src_size = parse_addr(argv[3], 0, (void *)&ra.cmd.src_addr);
 		ra.cmd.dst_size = parse_addr(argv[4], atoi(argv[5]), (void *)&ra.cmd.dst_addr);
