@@ -1,0 +1,186 @@
+/*
+ * uiw_verbs_check: control-path checks of a uiw device through plain libibverbs, for the system
+ * tests (tests/system/uiw_verbs.sh). Needs no peer and no connection.
+ *
+ *   uiw_verbs_check DEVICE
+ *
+ * Checks, in order (each failure prints "FAIL: <what>" and exits 1):
+ *   - the device is an iWARP RNIC and its context comes from libuiw (node type, transport);
+ *   - query device / port / GID 0 report uiw's limits, an active port and a non-zero GID;
+ *   - PD, MR (lkey == rkey, non-zero), CQ with a completion channel, RC QP create;
+ *   - QP state machine RESET -> INIT -> RTR, ibv_query_qp reporting it;
+ *   - a Send and a Receive posted before any connection are accepted (they wait);
+ *   - moving the QP to ERR flushes both with IBV_WC_WR_FLUSH_ERR, and the armed CQ fires its
+ *     completion channel (uiw.ko's CQ-signal method) so ibv_get_cq_event returns;
+ *   - the UD QP type is refused with EOPNOTSUPP;
+ *   - everything is destroyed without error.
+ * Prints one "ok: ..." line per passed group and "PASS" at the end.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <infiniband/verbs.h>
+
+#define CHECK(cond, ...)                  \
+	do {                              \
+		if (!(cond)) {            \
+			printf("FAIL: "); \
+			printf(__VA_ARGS__);  \
+			printf(" (errno %d %s)\n", errno, strerror(errno)); \
+			exit(1);          \
+		}                         \
+	} while (0)
+
+static struct ibv_context *open_device(const char *name)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = NULL;
+
+	CHECK(list, "ibv_get_device_list");
+	for (int i = 0; list[i]; i++) {
+		if (strcmp(ibv_get_device_name(list[i]), name))
+			continue;
+		CHECK(list[i]->node_type == IBV_NODE_RNIC, "node type %d", list[i]->node_type);
+		CHECK(list[i]->transport_type == IBV_TRANSPORT_IWARP, "transport %d",
+		      list[i]->transport_type);
+		ctx = ibv_open_device(list[i]);
+		CHECK(ctx, "ibv_open_device(%s)", name);
+	}
+	ibv_free_device_list(list);
+	CHECK(ctx, "device %s not found (is the uiw provider loaded?)", name);
+	return ctx;
+}
+
+static void check_queries(struct ibv_context *ctx)
+{
+	struct ibv_device_attr da;
+	struct ibv_port_attr pa;
+	union ibv_gid gid, zero = {};
+
+	CHECK(!ibv_query_device(ctx, &da), "ibv_query_device");
+	CHECK(da.max_qp > 0 && da.max_cqe > 0 && da.max_mr > 0, "device limits");
+	CHECK(da.max_sge == 16 && da.max_sge_rd == 1, "max_sge %d max_sge_rd %d", da.max_sge,
+	      da.max_sge_rd);
+	CHECK(da.atomic_cap == IBV_ATOMIC_NONE, "atomic_cap %d", da.atomic_cap);
+	CHECK(da.max_qp_rd_atom == 128 && da.max_qp_init_rd_atom == 128, "ird/ord %d/%d",
+	      da.max_qp_rd_atom, da.max_qp_init_rd_atom);
+	CHECK(da.fw_ver[0] != 0, "empty fw_ver");
+	CHECK(!ibv_query_port(ctx, 1, &pa), "ibv_query_port");
+	CHECK(pa.state == IBV_PORT_ACTIVE, "port state %d", pa.state);
+	CHECK(pa.link_layer == IBV_LINK_LAYER_ETHERNET || pa.link_layer == IBV_LINK_LAYER_UNSPECIFIED,
+	      "link layer %d", pa.link_layer);
+	CHECK(!ibv_query_gid(ctx, 1, 0, &gid), "ibv_query_gid");
+	CHECK(memcmp(&gid, &zero, sizeof(gid)), "GID 0 is zero");
+	printf("ok: queries (fw %s, max_qp %d, max_mr %d, gid_tbl %d)\n", da.fw_ver, da.max_qp,
+	       da.max_mr, pa.gid_tbl_len);
+}
+
+int main(int argc, char **argv)
+{
+	static char buf[4096];
+	struct ibv_context *ctx;
+	struct ibv_comp_channel *ch;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	struct ibv_cq *cq, *ev_cq;
+	struct ibv_qp *qp;
+	struct ibv_qp_init_attr ia = {};
+	struct ibv_qp_attr qa = {};
+	struct ibv_qp_init_attr qia;
+	struct ibv_sge sge;
+	struct ibv_send_wr swr = {}, *bad_s;
+	struct ibv_recv_wr rwr = {}, *bad_r;
+	struct ibv_wc wc[4];
+	void *ev_ctx;
+	int n, got = 0, flushed = 0;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s DEVICE\n", argv[0]);
+		return 2;
+	}
+	ctx = open_device(argv[1]);
+	check_queries(ctx);
+
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd, "ibv_alloc_pd");
+	mr = ibv_reg_mr(pd, buf, sizeof(buf),
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	CHECK(mr, "ibv_reg_mr");
+	CHECK(mr->lkey && mr->lkey == mr->rkey, "lkey %#x rkey %#x", mr->lkey, mr->rkey);
+	ch = ibv_create_comp_channel(ctx);
+	CHECK(ch, "ibv_create_comp_channel");
+	cq = ibv_create_cq(ctx, 16, NULL, ch, 0);
+	CHECK(cq && cq->cqe >= 16, "ibv_create_cq");
+	printf("ok: PD, MR (stag %#x), CQ (%d entries) with a completion channel\n", mr->lkey,
+	       cq->cqe);
+
+	ia.qp_type = IBV_QPT_UD;
+	ia.send_cq = ia.recv_cq = cq;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	CHECK(!ibv_create_qp(pd, &ia) && errno == EOPNOTSUPP, "UD QP not refused");
+	ia.qp_type = IBV_QPT_RC;
+	qp = ibv_create_qp(pd, &ia);
+	CHECK(qp, "ibv_create_qp(RC)");
+	CHECK(qp->qp_num >= 2, "qp_num %u", qp->qp_num);
+
+	qa.qp_state = IBV_QPS_INIT;
+	qa.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	qa.port_num = 1;
+	CHECK(!ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PORT |
+				  IBV_QP_PKEY_INDEX), "modify to INIT");
+	qa.qp_state = IBV_QPS_RTR;
+	CHECK(!ibv_modify_qp(qp, &qa, IBV_QP_STATE), "modify to RTR");
+	CHECK(!ibv_query_qp(qp, &qa, IBV_QP_STATE | IBV_QP_CAP, &qia), "ibv_query_qp");
+	CHECK(qa.qp_state == IBV_QPS_RTR, "query_qp state %d, want RTR", qa.qp_state);
+	CHECK(qa.cap.max_send_wr >= 4 && qa.cap.max_recv_wr >= 4, "query_qp caps");
+	printf("ok: RC QP %u RESET -> INIT -> RTR\n", qp->qp_num);
+
+	sge.addr = (uintptr_t)buf;
+	sge.length = 64;
+	sge.lkey = mr->lkey;
+	rwr.wr_id = 1;
+	rwr.sg_list = &sge;
+	rwr.num_sge = 1;
+	CHECK(!ibv_post_recv(qp, &rwr, &bad_r), "post_recv before connection");
+	swr.wr_id = 2;
+	swr.opcode = IBV_WR_SEND;
+	swr.send_flags = IBV_SEND_SIGNALED;
+	swr.sg_list = &sge;
+	swr.num_sge = 1;
+	CHECK(!ibv_post_send(qp, &swr, &bad_s), "post_send before connection");
+	swr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	CHECK(ibv_post_send(qp, &swr, &bad_s) == EINVAL && bad_s == &swr, "atomic WR not refused");
+	CHECK(ibv_poll_cq(cq, 4, wc) == 0, "completion before any connection");
+	printf("ok: a Send and a Receive wait in their queues\n");
+
+	CHECK(!ibv_req_notify_cq(cq, 0), "ibv_req_notify_cq");
+	qa.qp_state = IBV_QPS_ERR;
+	CHECK(!ibv_modify_qp(qp, &qa, IBV_QP_STATE), "modify to ERR");
+	struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
+	CHECK(poll(&pfd, 1, 5000) == 1, "no completion event within 5 s");
+	CHECK(!ibv_get_cq_event(ch, &ev_cq, &ev_ctx) && ev_cq == cq, "ibv_get_cq_event");
+	ibv_ack_cq_events(cq, 1);
+	while (got < 2 && (n = ibv_poll_cq(cq, 4, wc)) >= 0) {
+		for (int i = 0; i < n; i++, got++)
+			flushed += wc[i].status == IBV_WC_WR_FLUSH_ERR && wc[i].qp_num == qp->qp_num;
+		if (!n)
+			break;
+	}
+	CHECK(got == 2 && flushed == 2, "%d completions, %d flushed, want 2 and 2", got, flushed);
+	CHECK(!ibv_query_qp(qp, &qa, IBV_QP_STATE, &qia) && qa.qp_state == IBV_QPS_ERR,
+	      "query_qp after ERR: state %d", qa.qp_state);
+	printf("ok: ERR flushed both WRs and fired the completion channel\n");
+
+	CHECK(!ibv_destroy_qp(qp), "ibv_destroy_qp");
+	CHECK(!ibv_destroy_cq(cq), "ibv_destroy_cq");
+	CHECK(!ibv_destroy_comp_channel(ch), "ibv_destroy_comp_channel");
+	CHECK(!ibv_dereg_mr(mr), "ibv_dereg_mr");
+	CHECK(!ibv_dealloc_pd(pd), "ibv_dealloc_pd");
+	CHECK(!ibv_close_device(ctx), "ibv_close_device");
+	printf("ok: everything destroyed\nPASS\n");
+	return 0;
+}

@@ -1,0 +1,145 @@
+// libuiw: the rdma-core provider of uiw devices (uiw0, uiw1, ... registered by uiw.ko).
+//
+// The control path goes through the kernel (ibv_cmd_*: uiw.ko keeps shadow objects, QPNs and
+// STags, and runs iWARP connection setup for rdma_cm). The data path never enters the kernel:
+// each QP is an engine::Qp driven over the TCP socket uiw.ko hands over once the connection is
+// RDMA-ready (kernel-abi/uiw-abi.h, UIW_METHOD_QP_TAKE_SOCKET).
+//
+// Files: uiw_ctrl.cpp (device, context, PD/MR/CQ/SRQ/QP control verbs, registration),
+// uiw_data.cpp (post/poll/notify and the ibv <-> engine translation tables), uiw_conn.cpp
+// (driver methods, socket pick-up, the context's progress and readiness threads).
+//
+// Threads: the application's, one runtime::Progress thread per context (places one-sided
+// traffic and answers Reads without the application) and one readiness thread per context
+// (waits on the eventfd uiw.ko signals and picks up handed-over sockets). Lock order:
+// Context::mu, then Qp::mu, then the Connection's mutex; the Progress thread takes only the
+// last. No exception leaves a provider entry point: every one is noexcept and reports errors
+// through its return value and errno.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/completion_queue.h"
+#include "engine/qp.h"
+#include "engine/receive_queue.h"
+#include "memory/registry.h"
+#include "runtime/connection.h"
+#include "runtime/progress.h"
+#include "uiw-abi.h"
+#include "uiw_pabi.h"
+
+namespace uiw::provider {
+
+struct Context;
+
+// STag table size per context (a slot is 64 bytes, so 16k regions cost 1 MiB).
+inline constexpr uint32_t kMaxRegions = 1u << 14;
+
+struct Pd : ibv_pd {
+  Pd() : ibv_pd{} {}
+  uint32_t pd_id = 0;  // memory::Registry PD
+};
+
+struct Mr : verbs_mr {
+  Mr() : verbs_mr{} {}
+  memory::Stag stag = 0;
+};
+
+struct Cq : ibv_cq {
+  Cq() : ibv_cq{} {}
+  std::unique_ptr<engine::CompletionQueue> cq;
+};
+
+struct Srq : ibv_srq {
+  Srq() : ibv_srq{} {}
+  std::unique_ptr<engine::ReceiveQueue> rq;
+};
+
+// Where a QP's connection is. Waiting: no socket yet (sends queue up in the engine); Up: the
+// engine runs on the handed-over socket; Down: aborted or reset, nothing moves any more.
+enum class Link : uint8_t { Waiting, Up, Down };
+
+struct Qp : ibv_qp {
+  Qp() : ibv_qp{} {}
+  Context* ctx = nullptr;  // Unowned.
+  uint32_t pd_id = 0;
+  uint32_t sq_depth = 0, rq_depth = 0;
+  bool sig_all = false;
+  std::unique_ptr<engine::ReceiveQueue> own_rq;  // null with an SRQ
+  engine::ReceiveQueue* rq = nullptr;            // own_rq or the SRQ's
+  engine::CompletionQueue* scq = nullptr;
+  engine::CompletionQueue* rcq = nullptr;
+  // Serialises the engine Qp before it has a Connection, and publishing conn; afterwards the
+  // Connection's mutex serialises the engine.
+  std::mutex mu;
+  std::unique_ptr<engine::Qp> eqp;
+  std::unique_ptr<runtime::Connection> conn;
+  std::atomic<Link> link{Link::Waiting};
+};
+
+struct Context {
+  ibv_context* ibctx = nullptr;  // Unowned: the context this one extends.
+  uiw_uresp_alloc_ucontext caps{};
+  memory::Registry registry{kMaxRegions};
+
+  std::mutex mu;
+  std::vector<Qp*> waiting;  // QPs without a socket, under mu
+  std::unique_ptr<runtime::Progress> progress;
+  std::thread ready_thread;
+  int ready_efd = -1;  // signalled by uiw.ko when a QP of ours is RDMA-ready
+  int stop_efd = -1;   // tells ready_thread to end
+  bool ready_registered = false;
+
+  ~Context();
+  int start_threads();  // once, on the first QP; requires mu
+  void ready_loop();
+  void pick_up_sockets();  // requires mu
+};
+
+// The block libibverbs allocates (zeroed) for a context: plain C, the C++ state hangs off it.
+struct uiw_context {
+  verbs_context vctx;  // first: libibverbs finds it at offset 0
+  Context* impl;
+};
+
+inline Context* to_ctx(ibv_context* c) {
+  return reinterpret_cast<uiw_context*>(verbs_get_ctx(c))->impl;
+}
+inline Pd* to_pd(ibv_pd* p) {
+  return static_cast<Pd*>(p);
+}
+inline Cq* to_cq(ibv_cq* c) {
+  return static_cast<Cq*>(c);
+}
+inline Srq* to_srq(ibv_srq* s) {
+  return static_cast<Srq*>(s);
+}
+inline Qp* to_qp(ibv_qp* q) {
+  return static_cast<Qp*>(q);
+}
+inline Mr* to_mr(verbs_mr* m) {
+  return static_cast<Mr*>(m);
+}
+
+// uiw_data.cpp: the data path ops.
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept;
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept;
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept;
+int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) noexcept;
+int req_notify_cq(ibv_cq* cq, int solicited_only) noexcept;
+
+// uiw_conn.cpp: driver methods and the connection side of a QP.
+int method_set_eventfd(ibv_context* ctx, int fd) noexcept;  // 0 or errno
+int method_cq_signal(ibv_cq* cq) noexcept;                  // 0 or errno
+void qp_event(Qp* qp, engine::QpEvent ev) noexcept;
+// Graceful close before the kernel's FIN (ibv_modify_qp to SQD): the queued sends are pushed
+// into the socket first, at most timeout_ms.
+void qp_drain(Qp* qp, int timeout_ms) noexcept;
+void qp_abort(Qp* qp) noexcept;  // ERR / RESET: flush, drop the connection
+
+}  // namespace uiw::provider

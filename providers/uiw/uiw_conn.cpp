@@ -1,0 +1,243 @@
+// libuiw connection side: the uiw.ko driver methods (kernel-abi/uiw-abi.h), picking up the
+// socket of an RDMA-ready QP, and the per-context readiness and progress threads.
+//
+// Hand-off (KERNEL_HELPER.md §3): rdma_cm and iw_cm run connection setup in uiw.ko, which
+// leaves the TCP stream exactly at the first FPDU and adds 1 to the context's readiness
+// eventfd. The readiness thread then asks for the socket of every QP still waiting
+// (UIW_METHOD_QP_TAKE_SOCKET: fd + negotiated parameters), starts the engine on it and gives
+// the connection to the progress thread. Sends posted before that wait in the engine's queue.
+#include <poll.h>
+#include <rdma/rdma_user_ioctl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "transport/byte_stream.h"
+#include "uiw.h"
+#include "wire/mpa.h"
+
+namespace uiw::provider {
+namespace {
+
+// One driver-method call: RDMA_VERBS_IOCTL with up to four attributes. The header ends in a
+// flexible array, so it lives in raw storage sized for the attributes.
+class DriverMethod {
+ public:
+  DriverMethod(uint16_t object, uint16_t method) {
+    hdr()->object_id = object;
+    hdr()->method_id = method;
+    hdr()->driver_id = 0;  // RDMA_DRIVER_UNKNOWN, as uiw.ko registers (uiw-abi.h)
+  }
+  void idr_in(uint16_t id, uint32_t handle) { add(id, 0, handle); }
+  void raw_fd_in(uint16_t id, int fd) {
+    add(id, 0, static_cast<uint64_t>(static_cast<int64_t>(fd)));
+  }
+  void ptr_out(uint16_t id, void* p, uint16_t len) { add(id, len, reinterpret_cast<uintptr_t>(p)); }
+  // 0 or errno.
+  int run(ibv_context* ctx) {
+    hdr()->length =
+        static_cast<uint16_t>(sizeof(ib_uverbs_ioctl_hdr) + n_ * sizeof(ib_uverbs_attr));
+    hdr()->num_attrs = n_;
+    return ioctl(ctx->cmd_fd, RDMA_VERBS_IOCTL, hdr()) == 0 ? 0 : errno;
+  }
+
+ private:
+  static constexpr uint16_t kMaxAttrs = 4;
+  ib_uverbs_ioctl_hdr* hdr() { return reinterpret_cast<ib_uverbs_ioctl_hdr*>(buf_); }
+  void add(uint16_t id, uint16_t len, uint64_t data) {
+    ib_uverbs_attr& a = hdr()->attrs[n_++];
+    a.attr_id = id;
+    a.len = len;
+    a.flags = UVERBS_ATTR_F_MANDATORY;
+    a.data = data;
+  }
+  alignas(8) unsigned char buf_[sizeof(ib_uverbs_ioctl_hdr) + kMaxAttrs * sizeof(ib_uverbs_attr)]{};
+  uint16_t n_ = 0;
+};
+
+// 0 with *fd and *info set, or errno: EAGAIN (connection not RDMA-ready yet), ENOTCONN (no
+// connection, or gone), EALREADY (taken before).
+int method_take_socket(Qp* qp, int* fd, uiw_conn_info* info) {
+  DriverMethod m(UVERBS_OBJECT_QP, UIW_METHOD_QP_TAKE_SOCKET);
+  m.idr_in(UIW_ATTR_TAKE_SOCKET_QP_HANDLE, qp->handle);
+  m.ptr_out(UIW_ATTR_TAKE_SOCKET_FD, fd, sizeof(*fd));
+  m.ptr_out(UIW_ATTR_TAKE_SOCKET_CONN_INFO, info, sizeof(*info));
+  return m.run(qp->context);
+}
+
+engine::RtrType map_rtr(uint8_t rtr) {
+  switch (rtr) {
+    case UIW_RTR_WRITE:
+      return engine::RtrType::Write;
+    case UIW_RTR_READ:
+      return engine::RtrType::Read;
+    case UIW_RTR_SEND:
+      return engine::RtrType::Send;
+    default:
+      return engine::RtrType::None;
+  }
+}
+
+// What uiw.ko negotiated (RFC 5044 §7.1, RFC 6581), in the engine's terms.
+engine::ConnParams conn_params(const uiw_conn_info& info, const transport::ByteStream& s) {
+  engine::ConnParams p;
+  p.crc = info.flags & UIW_CONN_F_CRC;
+  p.markers_tx = p.markers_rx = false;  // uiw.ko never negotiates markers
+  // RFC 5044 §4.5 / §3: the largest ULPDU that fits one TCP segment of the current EMSS.
+  p.mulpdu = wire::mulpdu_for_emss(s.emss(), false);
+  p.ord = info.ord;
+  p.ird = info.ird;
+  p.initiator = info.flags & UIW_CONN_F_INITIATOR;
+  p.mpa_revision = info.mpa_rev;
+  p.rtr = (info.flags & UIW_CONN_F_P2P) ? map_rtr(info.rtr) : engine::RtrType::None;
+  return p;
+}
+
+bool debug_enabled() {
+  static const bool on = std::getenv("UIW_DEBUG") != nullptr;
+  return on;
+}
+
+// Takes the QP's socket if it is ready and starts the engine on it. True when the QP no longer
+// waits (connected, or nothing can come any more). Requires ctx->mu.
+bool attach_socket(Context* ctx, Qp* qp) {
+  int fd = -1;
+  uiw_conn_info info{};
+  const int rc = method_take_socket(qp, &fd, &info);
+  if (rc == EAGAIN || rc == ENOTCONN) return false;
+  if (rc) {
+    std::fprintf(stderr, "uiw: QP %u: taking the socket from uiw.ko failed: %s\n", qp->qp_num,
+                 std::strerror(rc));
+    return rc == EALREADY;
+  }
+  std::lock_guard lock(qp->mu);
+  // The application may have moved the QP to ERR/RESET meanwhile: the socket is of no use then.
+  if (qp->eqp->state() != engine::QpState::Idle || info.qpn != qp->qp_num) {
+    close(fd);
+    return true;
+  }
+  try {
+    auto stream = std::make_unique<transport::TcpStream>(fd);
+    const engine::ConnParams p = conn_params(info, *stream);
+    qp->eqp->start(p);
+    qp->conn = std::make_unique<runtime::Connection>(qp->eqp.get(), std::move(stream));
+  } catch (...) {
+    // The stream (if built) owns and closes fd; the QP can no longer connect.
+    qp->eqp->abort();
+    return true;
+  }
+  if (debug_enabled())
+    std::fprintf(stderr, "uiw: QP %u: socket taken (%s, crc %d, ird %u, ord %u, mulpdu %u)\n",
+                 qp->qp_num, (info.flags & UIW_CONN_F_INITIATOR) ? "initiator" : "responder",
+                 qp->eqp->params().crc, info.ird, info.ord, qp->eqp->params().mulpdu);
+  qp->link = Link::Up;
+  ctx->progress->add(qp->conn.get());
+  return true;
+}
+
+}  // namespace
+
+int method_set_eventfd(ibv_context* ctx, int fd) noexcept {
+  DriverMethod m(UVERBS_OBJECT_DEVICE, UIW_METHOD_DEVICE_SET_EVENTFD);
+  m.raw_fd_in(UIW_ATTR_SET_EVENTFD_FD, fd);
+  return m.run(ctx);
+}
+
+int method_cq_signal(ibv_cq* cq) noexcept {
+  DriverMethod m(UVERBS_OBJECT_CQ, UIW_METHOD_CQ_SIGNAL);
+  m.idr_in(UIW_ATTR_CQ_SIGNAL_CQ_HANDLE, cq->handle);
+  return m.run(cq->context);
+}
+
+void qp_event(Qp* qp, engine::QpEvent ev) noexcept {
+  // uiw.ko has no method to raise an affiliated async event yet, so a fatal QP error shows in
+  // the completions (flushed WRs) and in ibv_query_qp; tell whoever debugs.
+  if (!debug_enabled()) return;
+  static const char* const kNames[] = {"established",     "terminate sent", "terminate received",
+                                       "connection lost", "CQ overrun",     "closed"};
+  std::fprintf(stderr, "uiw: QP %u: %s\n", qp->qp_num, kNames[static_cast<int>(ev)]);
+}
+
+void qp_drain(Qp* qp, int timeout_ms) noexcept {
+  if (qp->link != Link::Up) return;
+  runtime::Connection& c = *qp->conn;
+  c.close();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    c.progress();
+    {
+      std::lock_guard lock(c.mu());
+      const engine::Qp& e = *qp->eqp;
+      // Closing ends with want_shutdown once nothing is queued or owed, and Connection then
+      // sends our FIN itself (the kernel's SHUT_WR after it is a no-op).
+      if (e.state() == engine::QpState::Error || (e.tx_want_shutdown() && e.tx_idle())) break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  c.progress();
+}
+
+void qp_abort(Qp* qp) noexcept {
+  std::lock_guard lock(qp->mu);
+  if (qp->link.exchange(Link::Down) == Link::Up) {
+    qp->ctx->progress->remove(qp->conn.get());
+    qp->conn->abort();  // flushes every WR with WrFlushErr
+  } else {
+    qp->eqp->abort();
+  }
+}
+
+Context::~Context() {
+  if (ready_thread.joinable()) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(stop_efd, &one, sizeof(one));
+    ready_thread.join();
+  }
+  if (ready_registered) method_set_eventfd(ibctx, -1);
+  progress.reset();
+  if (ready_efd >= 0) close(ready_efd);
+  if (stop_efd >= 0) close(stop_efd);
+}
+
+int Context::start_threads() {
+  if (progress) return 0;
+  if (ready_efd < 0 || stop_efd < 0) return EMFILE;
+  try {
+    progress = std::make_unique<runtime::Progress>();
+    ready_thread = std::thread([this] { ready_loop(); });
+  } catch (...) {
+    progress.reset();
+    return EAGAIN;
+  }
+  return 0;
+}
+
+void Context::ready_loop() {
+  pollfd fds[2] = {{ready_efd, POLLIN, 0}, {stop_efd, POLLIN, 0}};
+  for (;;) {
+    // Without the readiness eventfd (an older uiw.ko), look every 20 ms instead.
+    const int n = poll(fds, 2, ready_registered ? -1 : 20);
+    if (n < 0 && errno != EINTR) return;
+    if (fds[1].revents) return;
+    uint64_t v;
+    [[maybe_unused]] ssize_t r = read(ready_efd, &v, sizeof(v));
+    std::lock_guard lock(mu);
+    pick_up_sockets();
+  }
+}
+
+void Context::pick_up_sockets() {
+  waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
+                               [this](Qp* qp) { return attach_socket(this, qp); }),
+                waiting.end());
+}
+
+}  // namespace uiw::provider

@@ -1,0 +1,463 @@
+// libuiw control path: device matching, contexts, and the PD / MR / CQ / SRQ / QP verbs. Each
+// object is created in the kernel first (ibv_cmd_*: uiw.ko hands out handles, QPNs and STags),
+// then its engine half is built; destruction runs the other way round.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+
+#include "uiw.h"
+
+namespace uiw::provider {
+namespace {
+
+// Runs f() and turns an escaping exception (bad_alloc, system_error from std::thread) into an
+// errno value: no exception may cross into libibverbs.
+template <typename F>
+int guarded(F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return ENOMEM;
+  } catch (...) {
+    return EIO;
+  }
+}
+
+// ---- device and context
+
+// The kernel side speaks uiw UAPI `abi_ver` (sysfs abi_version); refuse any other with a message
+// that says what to do, rather than libibverbs' generic range warning.
+bool match_device(verbs_sysfs_dev* sdev) noexcept {
+  if (!sdev->match) return false;  // not a uiw device (name table)
+  if (sdev->abi_ver != UIW_ABI_VERSION) {
+    std::fprintf(stderr,
+                 "uiw: %s: the kernel module uiw.ko speaks uiw UAPI version %u but this provider "
+                 "(libuiw-rdmav%d.so) was built for version %u; install matching uiw.ko and "
+                 "provider builds\n",
+                 sdev->ibdev_name, sdev->abi_ver, UIW_IBVERBS_PABI_VERSION, UIW_ABI_VERSION);
+    return false;
+  }
+  return true;
+}
+
+verbs_device* alloc_device(verbs_sysfs_dev*) noexcept {
+  return static_cast<verbs_device*>(std::calloc(1, sizeof(verbs_device)));
+}
+
+void uninit_device(verbs_device* dev) noexcept {
+  std::free(dev);
+}
+
+void free_context(ibv_context* ibctx) noexcept {
+  auto* shell = reinterpret_cast<uiw_context*>(verbs_get_ctx(ibctx));
+  delete shell->impl;
+  verbs_uninit_context(&shell->vctx);
+  std::free(shell);
+}
+
+int query_device_ex(ibv_context* ibctx, const ibv_query_device_ex_input* input,
+                    ibv_device_attr_ex* attr, size_t attr_size) noexcept {
+  ib_uverbs_ex_query_device_resp resp{};
+  size_t resp_size = sizeof(resp);
+  const int rc = ibv_cmd_query_device_any(ibctx, input, attr, attr_size, &resp, &resp_size);
+  if (rc) return rc;
+  // The kernel reports fw_ver as a number only; its sysfs string is the one to show.
+  auto* vdev = reinterpret_cast<verbs_device*>(ibctx->device);
+  char fw[sizeof(attr->orig_attr.fw_ver)];
+  if (ibv_read_ibdev_sysfs_file(fw, sizeof(fw), vdev->sysfs, "fw_ver") > 0)
+    std::snprintf(attr->orig_attr.fw_ver, sizeof(attr->orig_attr.fw_ver), "%s", fw);
+  // Limits of this provider's own tables.
+  Context* ctx = to_ctx(ibctx);
+  attr->orig_attr.max_mr = std::min<int>(attr->orig_attr.max_mr, ctx->registry.capacity());
+  attr->orig_attr.max_sge = std::min<int>(attr->orig_attr.max_sge, engine::kMaxSge);
+  attr->orig_attr.max_qp_rd_atom =
+      std::min<int>(attr->orig_attr.max_qp_rd_atom, engine::kMaxOrdIrd);
+  attr->orig_attr.max_qp_init_rd_atom =
+      std::min<int>(attr->orig_attr.max_qp_init_rd_atom, engine::kMaxOrdIrd);
+  return 0;
+}
+
+int query_port(ibv_context* ibctx, uint8_t port, ibv_port_attr* attr) noexcept {
+  uiw_cmd<ib_uverbs_query_port> cmd{};
+  return ibv_cmd_query_port(ibctx, port, attr, &cmd, sizeof(cmd));
+}
+
+// ---- PD and MR
+
+ibv_pd* alloc_pd(ibv_context* ibctx) noexcept {
+  auto* pd = new (std::nothrow) Pd;
+  if (!pd) return errno = ENOMEM, nullptr;
+  uiw_cmd<ib_uverbs_alloc_pd> cmd{};
+  ib_uverbs_alloc_pd_resp resp{};
+  if (const int rc = ibv_cmd_alloc_pd(ibctx, pd, &cmd, sizeof(cmd), &resp, sizeof(resp))) {
+    delete pd;
+    return errno = rc, nullptr;
+  }
+  pd->pd_id = to_ctx(ibctx)->registry.alloc_pd();
+  return pd;
+}
+
+int dealloc_pd(ibv_pd* ibpd) noexcept {
+  Pd* pd = to_pd(ibpd);
+  // The kernel refuses (EBUSY) while MRs or QPs use the PD, so the local PD is then free too.
+  if (const int rc = ibv_cmd_dealloc_pd(pd)) return rc;
+  to_ctx(pd->context)->registry.dealloc_pd(pd->pd_id);
+  delete pd;
+  return 0;
+}
+
+ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int access) noexcept {
+  Pd* pd = to_pd(ibpd);
+  Context* ctx = to_ctx(pd->context);
+  auto* mr = new (std::nothrow) Mr;
+  if (!mr) return errno = ENOMEM, nullptr;
+  uiw_cmd<ib_uverbs_reg_mr> cmd{};
+  uiw_drv_resp<ib_uverbs_reg_mr_resp, uiw_uresp_reg_mr> resp{};
+  if (const int rc = ibv_cmd_reg_mr(pd, addr, length, hca_va, access, mr, &cmd, sizeof(cmd),
+                                    resp.ibv(), sizeof(resp))) {
+    delete mr;
+    return errno = rc, nullptr;
+  }
+  // memory::Access has the IBV_ACCESS_* bit values; the optional bits (relaxed ordering, ...)
+  // change nothing for a software RNIC.
+  const uint32_t acc = static_cast<uint32_t>(access) & memory::kAllAccess;
+  mr->stag = resp.drv.stag;
+  int rc = ctx->registry.register_region_with_stag(mr->stag, pd->pd_id, addr, length, hca_va, acc);
+  if (rc == -EBUSY) {
+    // Another live region of this context sits in the STag's table slot (the kernel's STags
+    // are unique per device, not per slot). Any STag works for the peer: take a local one.
+    mr->stag = ctx->registry.register_region(pd->pd_id, addr, length, hca_va, acc, &rc);
+    mr->ibv_mr.lkey = mr->ibv_mr.rkey = mr->stag;
+  }
+  if (rc) {
+    ibv_cmd_dereg_mr(mr);
+    delete mr;
+    return errno = -rc, nullptr;
+  }
+  return &mr->ibv_mr;
+}
+
+int dereg_mr(verbs_mr* vmr) noexcept {
+  Mr* mr = to_mr(vmr);
+  Context* ctx = to_ctx(mr->ibv_mr.context);
+  // Locally first: when deregister() returns, no placement can touch the buffer any more
+  // (RFC 5041 §8.3.1(6)).
+  ctx->registry.deregister(mr->stag);
+  if (const int rc = ibv_cmd_dereg_mr(vmr)) return rc;
+  delete mr;
+  return 0;
+}
+
+// ---- CQ and SRQ
+
+ibv_cq* create_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int vector) noexcept {
+  auto* cq = new (std::nothrow) Cq;
+  if (!cq) return errno = ENOMEM, nullptr;
+  uiw_cmd<ib_uverbs_create_cq> cmd{};
+  uiw_drv_resp<ib_uverbs_create_cq_resp, uiw_uresp_create_cq> resp{};
+  int rc = ibv_cmd_create_cq(ibctx, cqe, channel, vector, cq, &cmd, sizeof(cmd), resp.ibv(),
+                             sizeof(resp));
+  if (rc) {
+    delete cq;
+    return errno = rc, nullptr;
+  }
+  rc = guarded([&] {
+    const uint32_t n = std::max<uint32_t>({resp.drv.num_cqe, static_cast<uint32_t>(cqe), 1});
+    // An armed CQ that gets a matching completion fires the kernel completion channel.
+    cq->cq = std::make_unique<engine::CompletionQueue>(n, [cq] { method_cq_signal(cq); });
+    return 0;
+  });
+  if (rc) {
+    ibv_cmd_destroy_cq(cq);
+    delete cq;
+    return errno = rc, nullptr;
+  }
+  return cq;
+}
+
+int destroy_cq(ibv_cq* ibcq) noexcept {
+  if (const int rc = ibv_cmd_destroy_cq(ibcq)) return rc;  // EBUSY while QPs use it
+  delete to_cq(ibcq);
+  return 0;
+}
+
+ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init) noexcept {
+  auto* srq = new (std::nothrow) Srq;
+  if (!srq) return errno = ENOMEM, nullptr;
+  uiw_cmd<ib_uverbs_create_srq> cmd{};
+  uiw_drv_resp<ib_uverbs_create_srq_resp, uiw_uresp_create_srq> resp{};
+  int rc = ibv_cmd_create_srq(ibpd, srq, init, &cmd, sizeof(cmd), resp.ibv(), sizeof(resp));
+  if (rc) {
+    delete srq;
+    return errno = rc, nullptr;
+  }
+  rc = guarded([&] {
+    srq->rq = std::make_unique<engine::ReceiveQueue>(std::max(resp.drv.num_rqe, 1u), true);
+    return 0;
+  });
+  if (rc) {
+    ibv_cmd_destroy_srq(srq);
+    delete srq;
+    return errno = rc, nullptr;
+  }
+  return srq;
+}
+
+int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) noexcept {
+  uiw_cmd<ib_uverbs_modify_srq> cmd{};
+  return ibv_cmd_modify_srq(srq, attr, mask, &cmd, sizeof(cmd));
+}
+
+int query_srq(ibv_srq* srq, ibv_srq_attr* attr) noexcept {
+  uiw_cmd<ib_uverbs_query_srq> cmd{};
+  return ibv_cmd_query_srq(srq, attr, &cmd, sizeof(cmd));
+}
+
+int destroy_srq(ibv_srq* ibsrq) noexcept {
+  if (const int rc = ibv_cmd_destroy_srq(ibsrq)) return rc;
+  delete to_srq(ibsrq);
+  return 0;
+}
+
+// ---- QP
+
+// The engine half of a QP, fresh (create, and again after a reset to RESET).
+int build_engine_qp(Qp* qp) {
+  return guarded([qp] {
+    if (!qp->srq) {
+      qp->own_rq = std::make_unique<engine::ReceiveQueue>(std::max(qp->rq_depth, 1u), false);
+      qp->rq = qp->own_rq.get();
+    }
+    engine::QpConfig c;
+    c.qp_num = qp->qp_num;
+    c.pd = qp->pd_id;
+    c.sq_depth = std::max(qp->sq_depth, 1u);
+    c.registry = &qp->ctx->registry;
+    c.send_cq = qp->scq;
+    c.recv_cq = qp->rcq;
+    c.rq = qp->rq;
+    c.on_event = [qp](engine::QpEvent ev) { qp_event(qp, ev); };
+    qp->eqp = std::make_unique<engine::Qp>(c);
+    return 0;
+  });
+}
+
+ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr) noexcept {
+  // iWARP is reliable-connected only (RFC 5040 §1).
+  if (attr->qp_type != IBV_QPT_RC) return errno = EOPNOTSUPP, nullptr;
+  if (attr->cap.max_send_sge > engine::kMaxSge || attr->cap.max_recv_sge > engine::kMaxSge ||
+      attr->cap.max_inline_data > engine::kMaxInline)
+    return errno = EINVAL, nullptr;
+  Context* ctx = to_ctx(ibpd->context);
+  auto* qp = new (std::nothrow) Qp;
+  if (!qp) return errno = ENOMEM, nullptr;
+  uiw_cmd<ib_uverbs_create_qp> cmd{};
+  uiw_drv_resp<ib_uverbs_create_qp_resp, uiw_uresp_create_qp> resp{};
+  int rc = ibv_cmd_create_qp(ibpd, qp, attr, &cmd, sizeof(cmd), resp.ibv(), sizeof(resp));
+  if (rc) {
+    delete qp;
+    return errno = rc, nullptr;
+  }
+  qp->ctx = ctx;
+  qp->pd_id = to_pd(ibpd)->pd_id;
+  qp->sq_depth = resp.drv.num_sqe;
+  qp->rq_depth = resp.drv.num_rqe;
+  qp->sig_all = attr->sq_sig_all != 0;
+  qp->scq = to_cq(attr->send_cq)->cq.get();
+  qp->rcq = to_cq(attr->recv_cq)->cq.get();
+  if (attr->srq) qp->rq = to_srq(attr->srq)->rq.get();
+  rc = build_engine_qp(qp);
+  if (!rc) {
+    std::lock_guard lock(ctx->mu);
+    rc = ctx->start_threads();
+    if (!rc) rc = guarded([&] { return ctx->waiting.push_back(qp), 0; });
+  }
+  if (rc) {
+    ibv_cmd_destroy_qp(qp);
+    delete qp;
+    return errno = rc, nullptr;
+  }
+  return qp;
+}
+
+int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
+  Qp* qp = to_qp(ibqp);
+  const bool to_state = mask & IBV_QP_STATE;
+  // iWARP graceful close (rdma_disconnect): uiw.ko sends FIN when the QP enters SQD, so what
+  // the application queued must be in the socket first (RFC 5040 §6: the LLP closes after the
+  // outstanding messages).
+  if (to_state && attr->qp_state == IBV_QPS_SQD) qp_drain(qp, 5000);
+  uiw_cmd<ib_uverbs_modify_qp> cmd{};
+  if (const int rc = ibv_cmd_modify_qp(ibqp, attr, mask, &cmd, sizeof(cmd))) return rc;
+  if (!to_state) return 0;
+  switch (attr->qp_state) {
+    case IBV_QPS_ERR:
+      qp_abort(qp);  // flush every outstanding WR (verbs: Error state)
+      return 0;
+    case IBV_QPS_RESET: {
+      qp_abort(qp);
+      // A fresh engine QP; it waits for a new connection like a new one.
+      std::lock_guard lock(qp->ctx->mu);
+      {
+        std::lock_guard qlock(qp->mu);
+        qp->conn.reset();
+        qp->eqp.reset();
+        if (const int rc = build_engine_qp(qp)) return rc;
+        qp->link = Link::Waiting;
+      }
+      auto& w = qp->ctx->waiting;
+      if (std::find(w.begin(), w.end(), qp) == w.end())
+        return guarded([&] { return w.push_back(qp), 0; });
+      return 0;
+    }
+    case IBV_QPS_SQD: {
+      std::lock_guard lock(qp->mu);
+      if (!qp->conn) qp->eqp->close();  // never connected: flush
+      return 0;
+    }
+    default:  // INIT, RTR, RTS: the kernel runs the connection; the socket comes by itself
+      return 0;
+  }
+}
+
+int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init) noexcept {
+  uiw_cmd<ib_uverbs_query_qp> cmd{};
+  if (const int rc = ibv_cmd_query_qp(ibqp, attr, mask, init, &cmd, sizeof(cmd))) return rc;
+  // The kernel's state is a shadow: an engine that failed (Terminate, lost connection) is in
+  // Error whatever the shadow says.
+  Qp* qp = to_qp(ibqp);
+  std::unique_lock lock(qp->mu);
+  if (qp->conn) {
+    lock.unlock();
+    std::lock_guard clock(qp->conn->mu());
+    if (qp->eqp->state() == engine::QpState::Error) attr->qp_state = IBV_QPS_ERR;
+  } else if (qp->eqp->state() == engine::QpState::Error) {
+    attr->qp_state = IBV_QPS_ERR;
+  }
+  attr->cur_qp_state = attr->qp_state;
+  init->sq_sig_all = qp->sig_all;
+  return 0;
+}
+
+int destroy_qp(ibv_qp* ibqp) noexcept {
+  Qp* qp = to_qp(ibqp);
+  Context* ctx = qp->ctx;
+  {
+    // After this the readiness thread cannot attach a socket to the QP any more.
+    std::lock_guard lock(ctx->mu);
+    auto& w = ctx->waiting;
+    w.erase(std::remove(w.begin(), w.end(), qp), w.end());
+  }
+  // Engine first, so no completion of this QP reaches its CQs after destroy returns.
+  if (qp->conn) ctx->progress->remove(qp->conn.get());
+  qp->link = Link::Down;
+  qp->conn.reset();
+  qp->eqp.reset();
+  if (const int rc = ibv_cmd_destroy_qp(ibqp)) return rc;
+  delete qp;
+  return 0;
+}
+
+// Only what uiw implements; the rest stay null and libibverbs answers them with EOPNOTSUPP.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+const verbs_context_ops kContextOps = {
+    .alloc_pd = alloc_pd,
+    .create_cq = create_cq,
+    .create_qp = create_qp,
+    .create_srq = create_srq,
+    .dealloc_pd = dealloc_pd,
+    .dereg_mr = dereg_mr,
+    .destroy_cq = destroy_cq,
+    .destroy_qp = destroy_qp,
+    .destroy_srq = destroy_srq,
+    .free_context = free_context,
+    .modify_qp = modify_qp,
+    .modify_srq = modify_srq,
+    .poll_cq = poll_cq,
+    .post_recv = post_recv,
+    .post_send = post_send,
+    .post_srq_recv = post_srq_recv,
+    .query_device_ex = query_device_ex,
+    .query_port = query_port,
+    .query_qp = query_qp,
+    .query_srq = query_srq,
+    .reg_mr = reg_mr,
+    .req_notify_cq = req_notify_cq,
+};
+#pragma GCC diagnostic pop
+
+verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) noexcept {
+  auto* shell = static_cast<uiw_context*>(_verbs_init_and_alloc_context(
+      ibdev, cmd_fd, sizeof(uiw_context),
+      reinterpret_cast<verbs_context*>(offsetof(uiw_context, vctx)), 0 /* RDMA_DRIVER_UNKNOWN */));
+  if (!shell) return nullptr;
+  uiw_drv_cmd<ib_uverbs_get_context, uiw_ureq_alloc_ucontext> cmd{};
+  cmd.drv.abi_version = UIW_ABI_VERSION;
+  uiw_drv_resp<ib_uverbs_get_context_resp, uiw_uresp_alloc_ucontext> resp{};
+  int rc = ibv_cmd_get_context(&shell->vctx, &cmd, sizeof(cmd), resp.ibv(), sizeof(resp));
+  if (!rc && resp.drv.abi_version != UIW_ABI_VERSION) rc = EPROTONOSUPPORT;
+  if (rc == EPROTONOSUPPORT)
+    std::fprintf(stderr,
+                 "uiw: %s: uiw.ko refused this provider's uiw UAPI version %u (kernel speaks %u); "
+                 "install matching uiw.ko and provider builds\n",
+                 ibdev->name, UIW_ABI_VERSION, resp.drv.abi_version);
+  if (!rc) {
+    shell->impl = new (std::nothrow) Context;
+    if (!shell->impl) rc = ENOMEM;
+  }
+  if (rc) {
+    verbs_uninit_context(&shell->vctx);
+    std::free(shell);
+    return errno = rc, nullptr;
+  }
+  Context* ctx = shell->impl;
+  ctx->ibctx = &shell->vctx.context;
+  ctx->caps = resp.drv;
+  // The readiness eventfd: uiw.ko adds 1 when one of our QPs becomes RDMA-ready.
+  ctx->ready_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  ctx->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (ctx->ready_efd >= 0 && (ctx->caps.caps & UIW_CAP_READY_EVENTFD))
+    ctx->ready_registered = method_set_eventfd(ctx->ibctx, ctx->ready_efd) == 0;
+  verbs_set_ops(&shell->vctx, &kContextOps);
+  return &shell->vctx;
+}
+
+// Matched by device name: uiw.ko is out of tree and has no rdma_driver_id of its own
+// (KERNEL_HELPER.md §1.3). rdma-core tests the pattern against "rdma_device:N<ibdev name>".
+const verbs_match_ent kMatchTable[] = {
+    {.driver_data = nullptr,
+     .u = {.modalias = "rdma_device:*N" UIW_DEVICE_NAME_PREFIX "*"},
+     .vendor = 0,
+     .device = 0,
+     .kind = UIW_VERBS_MATCH_MODALIAS},
+    {},
+};
+
+const verbs_device_ops kDeviceOps = {
+    .name = "uiw",
+    // Any version matches here so that match_device() can say why a mismatch is refused.
+    .match_min_abi_version = 0,
+    .match_max_abi_version = UINT32_MAX,
+    .match_table = kMatchTable,
+    .static_providers = nullptr,
+    .match_device = match_device,
+    .alloc_context = alloc_context,
+    .import_context = nullptr,
+    .alloc_device = alloc_device,
+    .uninit_device = uninit_device,
+};
+
+// PROVIDER_DRIVER(): register with libibverbs when it dlopen()s us.
+__attribute__((constructor)) void uiw_register_driver() {
+  verbs_register_driver_34(&kDeviceOps);
+}
+
+}  // namespace
+}  // namespace uiw::provider

@@ -1,0 +1,180 @@
+// libuiw data path: post_send / post_recv / post_srq_recv, poll_cq and req_notify_cq. No system
+// call on this path except the socket I/O of an inline transmit pass after post_send; the
+// translation between ibv_* and the engine's types is table-driven (map_*).
+#include <algorithm>
+#include <array>
+#include <cerrno>
+
+#include "uiw.h"
+
+namespace uiw::provider {
+namespace {
+
+using engine::WcOpcode;
+using engine::WcStatus;
+using engine::WrOpcode;
+
+// ibv_wr_opcode -> engine opcode; -1 = not an iWARP RDMAP operation uiw offers (immediate data
+// and atomics need RFC 7306; LOCAL_INV / BIND_MW / TSO are not user-space WRs here).
+constexpr int kNoOp = -1;
+constexpr std::array<int, 16> kMapSendOpcode = [] {
+  std::array<int, 16> m{};
+  m.fill(kNoOp);
+  m[IBV_WR_RDMA_WRITE] = static_cast<int>(WrOpcode::RdmaWrite);
+  m[IBV_WR_SEND] = static_cast<int>(WrOpcode::Send);
+  m[IBV_WR_RDMA_READ] = static_cast<int>(WrOpcode::RdmaRead);
+  m[IBV_WR_SEND_WITH_INV] = static_cast<int>(WrOpcode::SendInv);
+  return m;
+}();
+
+// engine::WcStatus (declaration order) -> ibv_wc_status.
+constexpr ibv_wc_status kMapWcStatus[] = {
+    IBV_WC_SUCCESS,        IBV_WC_LOC_LEN_ERR,  IBV_WC_LOC_QP_OP_ERR,  IBV_WC_LOC_PROT_ERR,
+    IBV_WC_WR_FLUSH_ERR,   IBV_WC_BAD_RESP_ERR, IBV_WC_LOC_ACCESS_ERR, IBV_WC_REM_INV_REQ_ERR,
+    IBV_WC_REM_ACCESS_ERR, IBV_WC_REM_OP_ERR,   IBV_WC_FATAL_ERR,      IBV_WC_GENERAL_ERR,
+};
+static_assert(std::size(kMapWcStatus) == static_cast<size_t>(WcStatus::GeneralErr) + 1);
+
+// engine::WcOpcode (declaration order) -> ibv_wc_opcode.
+constexpr ibv_wc_opcode kMapWcOpcode[] = {IBV_WC_SEND, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ,
+                                          IBV_WC_RECV};
+static_assert(std::size(kMapWcOpcode) == static_cast<size_t>(WcOpcode::Recv) + 1);
+
+// ibv_send_flags -> engine::SendFlags.
+uint32_t map_send_flags(unsigned int f, bool sig_all) {
+  uint32_t out = 0;
+  if ((f & IBV_SEND_SIGNALED) || sig_all) out |= engine::kSendSignaled;
+  if (f & IBV_SEND_SOLICITED) out |= engine::kSendSolicited;
+  if (f & IBV_SEND_FENCE) out |= engine::kSendFence;
+  if (f & IBV_SEND_INLINE) out |= engine::kSendInline;
+  return out;
+}
+
+void copy_sges(const ibv_sge* in, int n, engine::Sge* out) {
+  for (int i = 0; i < n; ++i) out[i] = {in[i].addr, in[i].length, in[i].lkey};
+}
+
+// 0 or EINVAL (unsupported opcode, too many SGEs).
+int to_engine(const ibv_send_wr& wr, bool sig_all, engine::SendWr* out) {
+  const int op =
+      static_cast<unsigned>(wr.opcode) < kMapSendOpcode.size() ? kMapSendOpcode[wr.opcode] : kNoOp;
+  if (op == kNoOp || wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > engine::kMaxSge)
+    return EINVAL;
+  out->wr_id = wr.wr_id;
+  out->opcode = static_cast<WrOpcode>(op);
+  out->flags = map_send_flags(wr.send_flags, sig_all);
+  out->num_sge = static_cast<uint32_t>(wr.num_sge);
+  copy_sges(wr.sg_list, wr.num_sge, out->sg_list);
+  if (out->opcode == WrOpcode::SendInv) out->invalidate_stag = wr.invalidate_rkey;
+  if (out->opcode == WrOpcode::RdmaWrite || out->opcode == WrOpcode::RdmaRead) {
+    out->remote_stag = wr.wr.rdma.rkey;
+    out->remote_addr = wr.wr.rdma.remote_addr;
+  }
+  return 0;
+}
+
+int to_engine(const ibv_recv_wr& wr, engine::RecvWr* out) {
+  if (wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > engine::kMaxSge) return EINVAL;
+  out->wr_id = wr.wr_id;
+  out->num_sge = static_cast<uint32_t>(wr.num_sge);
+  copy_sges(wr.sg_list, wr.num_sge, out->sg_list);
+  return 0;
+}
+
+void to_wc(const engine::Completion& c, ibv_wc* wc) {
+  *wc = ibv_wc{};
+  wc->wr_id = c.wr_id;
+  wc->status = kMapWcStatus[static_cast<size_t>(c.status)];
+  wc->opcode = kMapWcOpcode[static_cast<size_t>(c.opcode)];
+  wc->vendor_err = c.vendor_err;
+  wc->byte_len = c.byte_len;
+  wc->qp_num = c.qp_num;
+  if (c.flags & engine::kWcWithInv) {
+    wc->wc_flags |= IBV_WC_WITH_INV;
+    wc->invalidated_rkey = c.invalidated_stag;
+  }
+}
+
+// The engine call of a posting verb: through the Connection once there is one (its mutex
+// serialises the engine with the progress thread), else on the engine Qp under Qp::mu.
+template <typename F>
+int with_engine(Qp* qp, F&& f) {
+  if (qp->conn) {
+    std::lock_guard lock(qp->conn->mu());
+    return f(*qp->eqp);
+  }
+  return f(*qp->eqp);
+}
+
+}  // namespace
+
+int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
+  Qp* qp = to_qp(ibqp);
+  int rc = 0;
+  {
+    std::lock_guard lock(qp->mu);
+    for (; wr; wr = wr->next) {
+      engine::SendWr ew;
+      rc = to_engine(*wr, qp->sig_all, &ew);
+      if (!rc) rc = -with_engine(qp, [&](engine::Qp& e) { return e.post_send(ew); });
+      if (rc) {
+        *bad_wr = wr;
+        break;
+      }
+    }
+  }
+  // Transmit now, in the caller's thread (the lowest latency, and no doorbell to ring); what
+  // the socket does not take, the progress thread sends when it becomes writable.
+  if (qp->link == Link::Up) qp->conn->progress();
+  return rc;
+}
+
+int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
+  Qp* qp = to_qp(ibqp);
+  std::lock_guard lock(qp->mu);
+  for (; wr; wr = wr->next) {
+    engine::RecvWr ew;
+    int rc = to_engine(*wr, &ew);
+    if (!rc) rc = -with_engine(qp, [&](engine::Qp& e) { return e.post_recv(ew); });
+    if (rc) {
+      *bad_wr = wr;
+      return rc;
+    }
+  }
+  return 0;
+}
+
+int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
+  Srq* srq = to_srq(ibsrq);
+  for (; wr; wr = wr->next) {
+    engine::RecvWr ew;
+    int rc = to_engine(*wr, &ew);
+    if (!rc) rc = -srq->rq->post(ew);
+    if (rc) {
+      *bad_wr = wr;
+      return rc;
+    }
+  }
+  return 0;
+}
+
+int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
+  engine::CompletionQueue& cq = *to_cq(ibcq)->cq;
+  std::array<engine::Completion, 32> buf;
+  int total = 0;
+  while (total < num_entries) {
+    const size_t want = std::min<size_t>(buf.size(), static_cast<size_t>(num_entries - total));
+    const size_t got = cq.poll({buf.data(), want});
+    for (size_t i = 0; i < got; ++i) to_wc(buf[i], &wc[total + i]);
+    total += static_cast<int>(got);
+    if (got < want) break;
+  }
+  return total;
+}
+
+int req_notify_cq(ibv_cq* ibcq, int solicited_only) noexcept {
+  to_cq(ibcq)->cq->arm(solicited_only != 0);
+  return 0;
+}
+
+}  // namespace uiw::provider
