@@ -429,6 +429,32 @@ double uiw_write_lat(bool crc) {
       });
 }
 
+// Cost of the STag check on the receive hot path (memory::Registry::check and pin).
+void registry_costs() {
+  memory::Registry reg;
+  const uint32_t pd = reg.alloc_pd();
+  static std::vector<uint8_t> b(1 << 16);
+  std::vector<memory::Stag> s;
+  for (int i = 0; i < 64; ++i)
+    s.push_back(reg.register_region(pd, b.data(), b.size(), 0x1000,
+                                    memory::kLocalWrite | memory::kRemoteWrite, nullptr));
+  constexpr int kN = 4'000'000;
+  uintptr_t sink = 0;
+  auto t0 = Clock::now();
+  for (int i = 0; i < kN; ++i)
+    sink += reinterpret_cast<uintptr_t>(
+        reg.check(s[i & 63], pd, 0, memory::kRemoteWrite, 0x1000 + (i & 1023), 64).host);
+  const double check_ns = since(t0) * 1e9 / kN;
+  t0 = Clock::now();
+  for (int i = 0; i < kN / 4; ++i) {
+    memory::Registry::Pin p = reg.pin(s[i & 63], pd, 0, memory::kRemoteWrite, 0x1000, 1024);
+    sink += reinterpret_cast<uintptr_t>(p.mapping().host);
+  }
+  const double pin_ns = since(t0) * 1e9 / (kN / 4);
+  std::printf("registry: check() %.1f ns, pin()+release %.1f ns (sink %zu)\n", check_ns, pin_ns,
+              static_cast<size_t>(sink & 1));
+}
+
 void row(const char* test, const char* size, bool crc, double uiw, double tcp, bool bw) {
   const double ratio = bw ? uiw / tcp : uiw / tcp;
   std::printf("%-12s %-7s %-4s %10.2f %-5s %10.2f %-5s %7.2fx\n", test, size, crc ? "on" : "off",
@@ -448,6 +474,7 @@ int main(int argc, char** argv) {
       "bandwidth point, %d ping-pong round trips\n",
       g_seconds, g_lat_iters);
   std::printf("%-12s %-7s %-4s %16s %16s %8s\n", "test", "size", "crc", "uiw", "raw TCP", "ratio");
+  registry_costs();
   const double tcp64 = tcp_bandwidth(64 << 10), tcp1m = tcp_bandwidth(1 << 20);
   const double tcplat = tcp_pingpong();
   for (bool crc : {false, true}) {

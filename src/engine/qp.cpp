@@ -114,8 +114,9 @@ int Qp::post_send(const SendWr& wr) {
     uint64_t len = 0;
     for (uint32_t i = 0; i < wr.num_sge; ++i) {
       if (len + wr.sg_list[i].length > kMaxInline) return -EINVAL;
-      std::memcpy(e.inline_data + len, reinterpret_cast<const void*>(wr.sg_list[i].addr),
-                  wr.sg_list[i].length);
+      if (wr.sg_list[i].length)
+        std::memcpy(e.inline_data + len, reinterpret_cast<const void*>(wr.sg_list[i].addr),
+                    wr.sg_list[i].length);
       len += wr.sg_list[i].length;
     }
     e.sgl.n = len ? 1 : 0;

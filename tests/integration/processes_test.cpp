@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "integration/support/endpoint.h"
+#include "test_util.h"
 #include "wire/bytes.h"
 
 namespace uiw::test {
@@ -110,7 +111,7 @@ TEST_P(ProcessesTest, EchoReadAndWriteAcrossProcesses) {
   for (int i = 0; i < kEchoes; ++i) {
     ASSERT_EQ(rc[i].status, WcStatus::Success);
     ASSERT_EQ(rc[i].byte_len, out[i].size());
-    ASSERT_EQ(0, std::memcmp(in[rc[i].wr_id].data(), out[i].data(), out[i].size())) << i;
+    ASSERT_TRUE(uiw::test::same_bytes(in[rc[i].wr_id].data(), out[i].data(), out[i].size())) << i;
   }
   ASSERT_EQ(ep.wait_send(kEchoes).size(), static_cast<size_t>(kEchoes));
 

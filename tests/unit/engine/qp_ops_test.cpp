@@ -3,6 +3,7 @@
 
 #include <tuple>
 
+#include "test_util.h"
 #include "unit/engine/qp_pair.h"
 #include "wire/ddp.h"
 #include "wire/rdmap.h"
@@ -107,7 +108,7 @@ TEST_P(QpOpsTest, SendSizesDeliveredByteForByte) {
     EXPECT_EQ(rc[i].status, WcStatus::Success);
     EXPECT_EQ(rc[i].opcode, WcOpcode::Recv);
     EXPECT_EQ(rc[i].byte_len, sizes[i]);
-    EXPECT_EQ(0, std::memcmp(dst[i].data(), src[i].data(), sizes[i]));
+    EXPECT_TRUE(uiw::test::same_bytes(dst[i].data(), src[i].data(), sizes[i]));
     for (size_t g = sizes[i]; g < dst[i].size(); ++g) ASSERT_EQ(dst[i][g], 0xEE) << "guard " << g;
   }
   EXPECT_EQ(a.qp->state(), QpState::Rts);
@@ -191,8 +192,9 @@ TEST_P(QpOpsTest, ReadIntoTwoSgesAndManyOutstanding) {
     EXPECT_EQ(sc[i].wr_id, 500u + i);
     EXPECT_EQ(sc[i].status, WcStatus::Success);
     EXPECT_EQ(sc[i].opcode, WcOpcode::RdmaRead);
-    EXPECT_EQ(0, std::memcmp(s1[i].data(), remote.data() + 100 * i, s1[i].size()));
-    EXPECT_EQ(0, std::memcmp(s2[i].data(), remote.data() + 100 * i + s1[i].size(), s2[i].size()));
+    EXPECT_TRUE(uiw::test::same_bytes(s1[i].data(), remote.data() + 100 * i, s1[i].size()));
+    EXPECT_TRUE(
+        uiw::test::same_bytes(s2[i].data(), remote.data() + 100 * i + s1[i].size(), s2[i].size()));
   }
   EXPECT_TRUE(b.poll_recv().empty());  // Read Requests are not delivered to the responder ULP
   expect_wire_decodes();

@@ -407,39 +407,6 @@ TEST(RegistryConcurrency, CheckWhileOthersRegisterAndDeregister) {
               churned.load(), seen_ok.load(), seen_invalid.load());
 }
 
-TEST(RegistryPerf, CheckCostNanoseconds) {
-  Registry reg;
-  uint32_t pd = reg.alloc_pd();
-  static std::array<uint8_t, 1 << 16> b;
-  int err;
-  std::vector<Stag> s;
-  for (int i = 0; i < 64; ++i)
-    s.push_back(
-        reg.register_region(pd, b.data(), b.size(), 0x1000, kLocalWrite | kRemoteWrite, &err));
-  constexpr int kN = 4'000'000;
-  uintptr_t sink = 0;
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < kN; ++i) {
-    Mapping m = reg.check(s[i & 63], pd, 0, kRemoteWrite, 0x1000 + (i & 0xfff), 1024);
-    sink += reinterpret_cast<uintptr_t>(m.host);
-  }
-  auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_NE(sink, 0u);
-  double per = ns / kN;
-  std::printf("[          ] check(): %.1f ns/call over %d calls\n", per, kN);
-  t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < kN / 4; ++i) {
-    Registry::Pin p = reg.pin(s[i & 63], pd, 0, kRemoteWrite, 0x1000, 1024);
-    sink += reinterpret_cast<uintptr_t>(p.mapping().host);
-  }
-  double pin_ns =
-      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
-      (kN / 4);
-  std::printf("[          ] pin()+release: %.1f ns/call\n", pin_ns);
-  // Generous bound: catches an accidental lock or syscall on the hot path, not CPU noise.
-  EXPECT_LT(per, 200.0);
-}
-
 }  // namespace
 }  // namespace uiw::memory
 
