@@ -50,9 +50,16 @@ struct Mr : verbs_mr {
   memory::Stag stag = 0;
 };
 
+struct Qp;
+
 struct Cq : ibv_cq {
   Cq() : ibv_cq{} {}
   std::unique_ptr<engine::CompletionQueue> cq;
+  // The QPs completing here: an empty poll drives their connections inline (busy-poll), so a
+  // polling application makes progress itself instead of waiting for the progress thread's
+  // next time slice. Lock order: qps_mu before any Connection mutex.
+  std::mutex qps_mu;
+  std::vector<Qp*> qps;
 };
 
 struct Srq : ibv_srq {
@@ -126,7 +133,9 @@ inline Mr* to_mr(verbs_mr* m) {
   return static_cast<Mr*>(m);
 }
 
-// uiw_data.cpp: the data path ops.
+// uiw_data.cpp: the data path ops, and the CQ <-> QP association of busy polling.
+void cq_attach(Cq* cq, Qp* qp);  // may throw std::bad_alloc
+void cq_detach(Cq* cq, Qp* qp) noexcept;
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept;
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept;
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept;

@@ -274,11 +274,20 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr) noexcept {
   if (attr->srq) qp->rq = to_srq(attr->srq)->rq.get();
   rc = build_engine_qp(qp);
   if (!rc) {
+    rc = guarded([&] {
+      cq_attach(to_cq(attr->send_cq), qp);
+      cq_attach(to_cq(attr->recv_cq), qp);
+      return 0;
+    });
+  }
+  if (!rc) {
     std::lock_guard lock(ctx->mu);
     rc = ctx->start_threads();
     if (!rc) rc = guarded([&] { return ctx->waiting.push_back(qp), 0; });
   }
   if (rc) {
+    cq_detach(to_cq(attr->send_cq), qp);
+    cq_detach(to_cq(attr->recv_cq), qp);
     ibv_cmd_destroy_qp(qp);
     delete qp;
     return errno = rc, nullptr;
@@ -302,8 +311,11 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
       return 0;
     case IBV_QPS_RESET: {
       qp_abort(qp);
-      // A fresh engine QP; it waits for a new connection like a new one.
+      // A fresh engine QP; it waits for a new connection like a new one. Busy pollers must not
+      // see the old connection go away under them: detach from the CQs meanwhile.
       std::lock_guard lock(qp->ctx->mu);
+      cq_detach(to_cq(qp->send_cq), qp);
+      cq_detach(to_cq(qp->recv_cq), qp);
       {
         std::lock_guard qlock(qp->mu);
         qp->conn.reset();
@@ -311,6 +323,12 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
         if (const int rc = build_engine_qp(qp)) return rc;
         qp->link = Link::Waiting;
       }
+      if (const int rc = guarded([qp] {
+            cq_attach(to_cq(qp->send_cq), qp);
+            cq_attach(to_cq(qp->recv_cq), qp);
+            return 0;
+          }))
+        return rc;
       auto& w = qp->ctx->waiting;
       if (std::find(w.begin(), w.end(), qp) == w.end())
         return guarded([&] { return w.push_back(qp), 0; });
@@ -355,6 +373,8 @@ int destroy_qp(ibv_qp* ibqp) noexcept {
     w.erase(std::remove(w.begin(), w.end(), qp), w.end());
   }
   // Engine first, so no completion of this QP reaches its CQs after destroy returns.
+  cq_detach(to_cq(qp->send_cq), qp);
+  cq_detach(to_cq(qp->recv_cq), qp);
   if (qp->conn) ctx->progress->remove(qp->conn.get());
   qp->link = Link::Down;
   qp->conn.reset();

@@ -13,7 +13,7 @@ check=$UIW_BUILD/bin/uiw_verbs_check
 
 run_fg devices 60 ibv_devices
 for dev in "$UIW0_DEV" "$UIW1_DEV"; do
-  expect devices "^ +$dev +[0-9a-f]{16}$" "ibv_devices does not list $dev"
+  expect devices "^[[:space:]]+$dev[[:space:]]+[0-9a-f]{16}$" "ibv_devices does not list $dev"
   run_fg "devinfo-$dev" 60 ibv_devinfo -v -d "$dev"
   expect "devinfo-$dev" 'transport:[[:space:]]+iWARP \(1\)' "$dev is not an iWARP device"
   expect "devinfo-$dev" 'state:[[:space:]]+PORT_ACTIVE' "$dev port is not active"
