@@ -14,7 +14,7 @@
  *
  * MODE: data (default: exchange test bytes, then disconnect), reject (server), hold (stay
  * connected until killed), peek (print the first 2 bytes the peer sent, the ULPDU_Length of
- * its first FPDU, then exit without disconnecting).
+ * its first FPDU, then exit without disconnecting), info (exit right after the hand-off).
  *
  * Output lines are "key: value" for the test script; exit status 0 = the flow completed.
  * Build: gcc -O2 -Wall -I kernel-abi -o uiw_cm_probe kernel/tests/uiw_cm_probe.c
@@ -63,7 +63,10 @@ struct verbs {
 	int fd;
 	uint32_t pd, cq, qp, qpn;
 	int efd;
+	int channel;		/* completion channel of cq */
 };
+
+#define CQ_USER_HANDLE 0x5157cafe
 
 static int uverbs_write(int fd, uint32_t cmd, void *in, size_t in_len, size_t out_len)
 {
@@ -123,6 +126,11 @@ static void verbs_open(struct verbs *v, const char *dev)
 	struct ib_uverbs_alloc_pd_resp pd_resp = {};
 	struct {
 		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_create_comp_channel cmd;
+	} chan = {};
+	struct ib_uverbs_create_comp_channel_resp chan_resp = {};
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
 		struct ib_uverbs_create_cq cmd;
 	} cq = {};
 	struct {
@@ -153,9 +161,16 @@ static void verbs_open(struct verbs *v, const char *dev)
 		die("ALLOC_PD");
 	v->pd = pd_resp.pd_handle;
 
+	chan.cmd.response = (uintptr_t)&chan_resp;
+	if (uverbs_write(v->fd, IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, &chan, sizeof(chan),
+			 sizeof(chan_resp)))
+		die("CREATE_COMP_CHANNEL");
+	v->channel = chan_resp.fd;
+
 	cq.cmd.response = (uintptr_t)&cq_resp;
+	cq.cmd.user_handle = CQ_USER_HANDLE;
 	cq.cmd.cqe = 64;
-	cq.cmd.comp_channel = -1;
+	cq.cmd.comp_channel = v->channel;
 	if (uverbs_write(v->fd, IB_USER_VERBS_CMD_CREATE_CQ, &cq, sizeof(cq), sizeof(cq_resp)))
 		die("CREATE_CQ");
 	v->cq = cq_resp.resp.cq_handle;
@@ -175,6 +190,52 @@ static void verbs_open(struct verbs *v, const char *dev)
 	v->qpn = qp_resp.resp.qpn;
 	printf("qp: qpn %u (driver qp_id %u, sq %u rq %u)\n", v->qpn, qp_resp.drv.qp_id,
 	       qp_resp.drv.num_sqe, qp_resp.drv.num_rqe);
+
+	/* Two MRs: distinct STags, lkey == rkey == the driver's STag, index never 0. */
+	for (int i = 0; i < 2; i++) {
+		static char buf[2][4096];
+		struct {
+			struct ib_uverbs_cmd_hdr hdr;
+			struct ib_uverbs_reg_mr cmd;
+		} mr = {};
+		struct {
+			struct ib_uverbs_reg_mr_resp resp;
+			struct uiw_uresp_reg_mr drv;
+		} mr_resp = {};
+
+		mr.cmd.response = (uintptr_t)&mr_resp;
+		mr.cmd.start = (uintptr_t)buf[i];
+		mr.cmd.length = sizeof(buf[i]);
+		mr.cmd.hca_va = (uintptr_t)buf[i];
+		mr.cmd.pd_handle = v->pd;
+		mr.cmd.access_flags = 0x7;	/* local write, remote write, remote read */
+		if (uverbs_write(v->fd, IB_USER_VERBS_CMD_REG_MR, &mr, sizeof(mr),
+				 sizeof(mr_resp)))
+			die("REG_MR");
+		printf("mr: lkey 0x%08x rkey 0x%08x stag 0x%08x\n", mr_resp.resp.lkey,
+		       mr_resp.resp.rkey, mr_resp.drv.stag);
+	}
+
+	{
+		struct {
+			struct ib_uverbs_cmd_hdr hdr;
+			struct ib_uverbs_create_srq cmd;
+		} srq = {};
+		struct {
+			struct ib_uverbs_create_srq_resp resp;
+			struct uiw_uresp_create_srq drv;
+		} srq_resp = {};
+
+		srq.cmd.response = (uintptr_t)&srq_resp;
+		srq.cmd.pd_handle = v->pd;
+		srq.cmd.max_wr = 32;
+		srq.cmd.max_sge = 2;
+		if (uverbs_write(v->fd, IB_USER_VERBS_CMD_CREATE_SRQ, &srq, sizeof(srq),
+				 sizeof(srq_resp)))
+			die("CREATE_SRQ");
+		printf("srq: max_wr %u driver srq_id %u num_rqe %u\n", srq_resp.resp.max_wr,
+		       srq_resp.drv.srq_id, srq_resp.drv.num_rqe);
+	}
 }
 
 static int verbs_ioctl(int fd, uint16_t object, uint16_t method, struct ib_uverbs_attr *attrs,
@@ -226,8 +287,15 @@ static void cq_signal(struct verbs *v)
 	struct ib_uverbs_attr a = { .attr_id = UIW_ATTR_CQ_SIGNAL_CQ_HANDLE,
 				    .flags = UVERBS_ATTR_F_MANDATORY, .data = v->cq };
 
+	struct ib_uverbs_comp_event_desc desc = {};
+	struct pollfd p = { .fd = v->channel, .events = POLLIN };
+
 	if (verbs_ioctl(v->fd, UVERBS_OBJECT_CQ, UIW_METHOD_CQ_SIGNAL, &a, 1))
 		die("CQ_SIGNAL");
+	/* What ibv_get_cq_event() reads: the CQ's user handle on its completion channel. */
+	if (poll(&p, 1, 5000) != 1 || read(v->channel, &desc, sizeof(desc)) != sizeof(desc))
+		die("completion channel");
+	printf("cq-event: %s\n", desc.cq_handle == CQ_USER_HANDLE ? "ok" : "WRONG HANDLE");
 }
 
 /* rdma_ucm */
@@ -363,6 +431,8 @@ static void take_and_check(struct verbs *v, const char *out, const char *in)
 		printf("error: second TAKE_SOCKET did not fail with EALREADY\n");
 	else
 		printf("take-again: EALREADY\n");
+	if (!strcmp(mode, "info"))
+		exit(0);
 	if (!strcmp(mode, "peek")) {
 		unsigned char len[2];
 		struct pollfd p = { .fd = sfd, .events = POLLIN };

@@ -39,6 +39,12 @@ for s in v4-s v4-c; do
   grep -q '^error' $s.log && { show $s; fail "$s reported an error"; }
 done
 grep -q "remote \[::ffff:$a4\]:7301" v4-c.log || { show v4-c; fail "client remote address"; }
+# Shadow objects: STag = lkey = rkey, two registrations get distinct STags with index != 0;
+# CQ_SIGNAL puts the CQ's handle on its completion channel (ibv_get_cq_event).
+expect v4-s '^cq-event: ok$' "CQ_SIGNAL did not reach the completion channel"
+expect v4-s '^srq: max_wr 32 .* num_rqe 32$'
+awk '/^mr:/ { if ($3 != $5 || $5 != $7 || substr($7, 3, 6) == "000000") bad = 1; n++; k[$7] = 1 }
+     END { exit !(n == 2 && length(k) == 2 && !bad) }' v4-s.log || { show v4-s; fail "MR keys"; }
 
 # 2. IPv6.
 server_client v6 "$a6" 7302

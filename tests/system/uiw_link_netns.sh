@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# needs: uiw
+# uiw.ko across network namespaces: a veth pair with one end in a namespace, a uiw device on
+# each end (one created from inside the namespace), a wildcard listener in the namespace and a
+# client outside. The TCP connection must live in the netdevs' namespaces (uiw creates its
+# sockets there) and cross the veth for real. Deleting the namespace removes both devices.
+source "$UIW_ROOT/tests/system/lib.sh"
+
+dmesg_start=$(dmesg | wc -l)
+gcc -O2 -Wall -I "$UIW_ROOT/kernel-abi" -o probe "$UIW_ROOT/kernel/tests/uiw_cm_probe.c" ||
+  fail "cannot build uiw_cm_probe"
+ns=uiwtns
+cleanup() { ip netns del $ns 2>/dev/null || true; }
+trap cleanup EXIT
+ip netns add $ns
+ip link add uiwn-a type veth peer name uiwn-b netns $ns
+ip addr add 10.98.0.1/24 dev uiwn-a
+ip link set uiwn-a up
+ip -n $ns addr add 10.98.0.2/24 dev uiwn-b
+ip -n $ns link set uiwn-b up
+ip -n $ns link set lo up
+rdma link add uiwna type uiw netdev uiwn-a
+ip netns exec $ns rdma link add uiwnb type uiw netdev uiwn-b
+[ -d /sys/class/infiniband/uiwnb ] || fail "no device on the namespace's netdev"
+
+start_bg srv ip netns exec $ns ./probe server uiwnb 0.0.0.0 7801 hold
+for i in $(seq 1 100); do grep -q '^listening' srv.log && break; sleep 0.2; done
+expect srv '^listening$'
+start_bg cli ./probe client uiwna 10.98.0.1 10.98.0.2 7801 hold
+for i in $(seq 1 150); do grep -q '^holding' cli.log && grep -q '^holding' srv.log && break; sleep 0.2; done
+expect cli '^stream: ok$' "no connection across the namespaces"
+expect srv '^stream: ok$'
+# The wildcard listener is bound to its netdev, so the accepted socket shows "%uiwn-b".
+ip netns exec $ns ss -tn | grep -Eq '10\.98\.0\.2(%uiwn-b)?:7801 +10\.98\.0\.1:' ||
+  fail "the accepted socket is not in the namespace: $(ip netns exec $ns ss -tn)"
+ss -tn | grep -Eq '10\.98\.0\.1:[0-9]+ +10\.98\.0\.2:7801' || fail "the client socket is not in init_net"
+kill "${BG_PID[cli]}" "${BG_PID[srv]}"
+wait "${BG_PID[cli]}" "${BG_PID[srv]}" 2>/dev/null || true
+
+ip netns del $ns
+for i in $(seq 1 50); do
+  [ -d /sys/class/infiniband/uiwnb ] || [ -d /sys/class/infiniband/uiwna ] || break
+  sleep 0.2
+done
+[ ! -d /sys/class/infiniband/uiwnb ] && [ ! -d /sys/class/infiniband/uiwna ] ||
+  fail "devices left after the namespace went: $(ls /sys/class/infiniband)"
+
+if dmesg | tail -n +"$((dmesg_start + 1))" | grep -E 'BUG|WARNING|Oops|Call Trace'; then
+  fail "kernel complained (above)"
+fi
+echo "PASS: uiw across network namespaces"
