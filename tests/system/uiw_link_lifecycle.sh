@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # needs: uiw
 # uiw.ko device lifecycle (runs inside the test VM): a device goes away with its netdev, a
-# device can sit on lo (GIDs 127.0.0.1 and ::1), unsupported netdev types are refused, and the
-# module unloads with devices present. Restores the topology's uiw devices at the end.
+# device can sit on lo (GIDs 127.0.0.1 and ::1), unsupported netdev types are refused, kernel
+# ULPs (ib_srpt, rds_rdma) are refused cleanly, the module unloads with devices present and
+# `rdma link add` loads it again through its rdma-link alias. Restores the topology's uiw
+# devices at the end.
 source "$UIW_ROOT/tests/system/lib.sh"
 
 dmesg_start=$(dmesg | wc -l)
@@ -29,19 +31,29 @@ if [ -d /sys/class/net/uiwt-ipip ]; then
   ip link del uiwt-ipip
 fi
 
+# Kernel ULPs get no objects on a uiw device (no udata: -EOPNOTSUPP) and must cope.
+if modprobe -a ib_srpt rds_rdma 2>/dev/null; then
+  sleep 0.5
+  modprobe -r ib_srpt rds_rdma || true
+fi
+[ -d "/sys/class/infiniband/$UIW0_DEV" ] || fail "$UIW0_DEV gone after the kernel ULPs"
+
 # The module unloads with devices present; every uiw device goes away.
 ko=""
 for m in "${UIW_BUILD:-/nonexistent}"/vm/uiw-"$(uname -r)"/src/kernel/uiw.ko; do [ -f "$m" ] && ko=$m; done
 [ -n "$ko" ] || ko=$(modinfo -n uiw 2>/dev/null || true)
+[ -n "$ko" ] || fail "cannot find uiw.ko"
 rmmod uiw || fail "rmmod uiw"
 ls /sys/class/infiniband | grep '^uiw' >/dev/null && fail "uiw devices left after rmmod: $(ls /sys/class/infiniband)"
 
-# Back to the standard topology.
-if [ -n "$ko" ]; then
-  insmod "$ko" || fail "insmod $ko"
-  rdma link add "$UIW0_DEV" type uiw netdev "$UIW0_NETDEV"
-  rdma link add "$UIW1_DEV" type uiw netdev "$UIW1_NETDEV"
-fi
+# `rdma link add ... type uiw` loads the module (MODULE_ALIAS_RDMA_LINK). The VM's root is a
+# throw-away overlay, so installing the module there is harmless.
+mkdir -p "/lib/modules/$(uname -r)/updates"
+cp "$ko" "/lib/modules/$(uname -r)/updates/uiw.ko"
+depmod -a
+rdma link add "$UIW0_DEV" type uiw netdev "$UIW0_NETDEV" || fail "rdma link add did not autoload uiw"
+[ -d /sys/module/uiw ] || fail "uiw not loaded"
+rdma link add "$UIW1_DEV" type uiw netdev "$UIW1_NETDEV"
 
 if dmesg | tail -n +"$((dmesg_start + 1))" | grep -E 'BUG|WARNING|Oops|Call Trace|ib_query_port failed'; then
   fail "kernel complained (above)"
