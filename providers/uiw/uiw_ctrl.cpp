@@ -303,7 +303,19 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
   // outstanding messages).
   if (to_state && attr->qp_state == IBV_QPS_SQD) qp_drain(qp, 5000);
   uiw_cmd<ib_uverbs_modify_qp> cmd{};
-  if (const int rc = ibv_cmd_modify_qp(ibqp, attr, mask, &cmd, sizeof(cmd))) return rc;
+  if (const int rc = ibv_cmd_modify_qp(ibqp, attr, mask, &cmd, sizeof(cmd))) {
+    // rdma_disconnect after the peer closed: uiw.ko already moved the QP to ERR and refuses
+    // ERR -> SQD. The connection is closed either way, as the caller wants (siw accepts this).
+    if (!(rc == EINVAL && to_state && attr->qp_state == IBV_QPS_SQD && mask == IBV_QP_STATE))
+      return rc;
+    ibv_qp_attr now{};
+    ibv_qp_init_attr init{};
+    uiw_cmd<ib_uverbs_query_qp> qcmd{};
+    if (ibv_cmd_query_qp(ibqp, &now, IBV_QP_STATE, &init, &qcmd, sizeof(qcmd)) ||
+        now.qp_state != IBV_QPS_ERR)
+      return rc;
+    return 0;
+  }
   if (!to_state) return 0;
   switch (attr->qp_state) {
     case IBV_QPS_ERR:
@@ -358,6 +370,9 @@ int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init) 
   } else if (qp->eqp->state() == engine::QpState::Error) {
     attr->qp_state = IBV_QPS_ERR;
   }
+  // iWARP has one Idle state for RESET/INIT/RTR (RDMAC verbs); like other RNICs, report a new
+  // QP as INIT (rdma-core's tests expect that of IBV_NODE_RNIC devices).
+  if (attr->qp_state == IBV_QPS_RESET) attr->qp_state = IBV_QPS_INIT;
   attr->cur_qp_state = attr->qp_state;
   init->sq_sig_all = qp->sig_all;
   return 0;

@@ -106,6 +106,17 @@ int with_engine(Qp* qp, F&& f) {
   return f(*qp->eqp);
 }
 
+// One inline progress pass unless another thread (the progress thread) is in one right now:
+// it moves these bytes anyway, and waiting for its mutex would put the caller to sleep for a
+// scheduler round trip (milliseconds under load). Racy by design: at worst the pass waits.
+bool try_progress(Qp* qp) {
+  if (qp->link != Link::Up) return false;
+  runtime::Connection& c = *qp->conn;
+  if (!c.mu().try_lock()) return false;
+  c.mu().unlock();
+  return c.progress();
+}
+
 }  // namespace
 
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
@@ -125,7 +136,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
   }
   // Transmit now, in the caller's thread (the lowest latency, and no doorbell to ring); what
   // the socket does not take, the progress thread sends when it becomes writable.
-  if (qp->link == Link::Up) qp->conn->progress();
+  try_progress(qp);
   return rc;
 }
 
@@ -186,8 +197,7 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
     bool moved = false;
     {
       std::lock_guard lock(cq->qps_mu);
-      for (Qp* qp : cq->qps)
-        if (qp->link == Link::Up) moved |= qp->conn->progress();
+      for (Qp* qp : cq->qps) moved |= try_progress(qp);
     }
     if (!moved) break;
   }
