@@ -23,4 +23,20 @@ for dev in "$UIW0_DEV" "$UIW1_DEV"; do
   log "$dev: $(grep -c '^ok:' "check-$dev.log") control-path groups ok"
 done
 # No provider warning (a mismatched ABI or a failed load would print one).
-if grep -Ei 'warning|uiw:' devices.log devinfo-*.log; then fail "libibverbs or libuiw complained"; fi
+if grep -Ei "warning|uiw:" devices.log devinfo-*.log; then fail "libibverbs or libuiw complained"; fi
+
+# From the build tree (README, "Using uiw"): with no driver file, RDMAV_DRIVERS=<dir>/libuiw
+# loads <dir>/libuiw-rdmav34.so.
+drv=/etc/libibverbs.d/uiw.driver
+if [ -f $drv ]; then
+  mv $drv uiw.driver.saved
+  trap 'mv uiw.driver.saved '$drv EXIT
+fi
+run_fg devices-nodrv 60 ibv_devices
+if grep -Eq "^[[:space:]]+$UIW0_DEV[[:space:]]" devices-nodrv.log; then
+  fail "$UIW0_DEV listed without any uiw driver file: the test cannot tell how it was loaded"
+fi
+run_fg devices-env 60 env RDMAV_DRIVERS="${UIW_PROVIDER%-rdmav*.so}" ibv_devices
+expect devices-env "^[[:space:]]+$UIW0_DEV[[:space:]]+[0-9a-f]{16}$" \
+  "RDMAV_DRIVERS=${UIW_PROVIDER%-rdmav*.so} does not load the provider"
+log "RDMAV_DRIVERS loads the provider from the build tree"

@@ -10,8 +10,11 @@
  *   - PD, MR (lkey == rkey, non-zero), CQ with a completion channel, RC QP create;
  *   - QP state machine RESET -> INIT -> RTR, ibv_query_qp reporting it;
  *   - a Send and a Receive posted before any connection are accepted (they wait);
- *   - moving the QP to ERR flushes both with IBV_WC_WR_FLUSH_ERR, and the armed CQ fires its
- *     completion channel (uiw.ko's CQ-signal method) so ibv_get_cq_event returns;
+ *   - moving the QP to ERR flushes both with IBV_WC_WR_FLUSH_ERR, and the CQ armed for
+ *     solicited completions only fires its completion channel (an error completion counts; the
+ *     event goes through uiw.ko's CQ-signal method) so ibv_get_cq_event returns;
+ *   - an SRQ: create, query, limit, receives posted to it, a QP on it (whose own post_recv is
+ *     refused); its receives are not flushed by that QP's error;
  *   - the UD QP type is refused with EOPNOTSUPP;
  *   - everything is destroyed without error.
  * Prints one "ok: ..." line per passed group and "PASS" at the end.
@@ -76,6 +79,42 @@ static void check_queries(struct ibv_context *ctx)
 	CHECK(memcmp(&gid, &zero, sizeof(gid)), "GID 0 is zero");
 	printf("ok: queries (fw %s, max_qp %d, max_mr %d, gid_tbl %d)\n", da.fw_ver, da.max_qp,
 	       da.max_mr, pa.gid_tbl_len);
+}
+
+static void check_srq(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_mr *mr)
+{
+	struct ibv_srq_init_attr si = {.attr = {.max_wr = 8, .max_sge = 1}};
+	struct ibv_qp_init_attr ia = {};
+	struct ibv_qp_attr qa = {.qp_state = IBV_QPS_ERR};
+	struct ibv_srq_attr sa;
+	struct ibv_sge sge = {.addr = (uintptr_t)mr->addr, .length = 64, .lkey = mr->lkey};
+	struct ibv_recv_wr rwr = {.wr_id = 7, .sg_list = &sge, .num_sge = 1}, *bad;
+	struct ibv_wc wc;
+	struct ibv_srq *srq;
+	struct ibv_qp *qp;
+
+	srq = ibv_create_srq(pd, &si);
+	CHECK(srq, "ibv_create_srq");
+	CHECK(!ibv_query_srq(srq, &sa) && sa.max_wr >= 8, "ibv_query_srq max_wr %u", sa.max_wr);
+	sa.srq_limit = 2;
+	CHECK(!ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT), "ibv_modify_srq(limit)");
+	CHECK(!ibv_query_srq(srq, &sa) && sa.srq_limit == 2, "srq_limit %u", sa.srq_limit);
+	for (int i = 0; i < 3; i++)
+		CHECK(!ibv_post_srq_recv(srq, &rwr, &bad), "ibv_post_srq_recv %d", i);
+
+	ia.qp_type = IBV_QPT_RC;
+	ia.send_cq = ia.recv_cq = cq;
+	ia.srq = srq;
+	ia.cap.max_send_wr = 4;
+	ia.cap.max_send_sge = 1;
+	qp = ibv_create_qp(pd, &ia);
+	CHECK(qp, "ibv_create_qp on an SRQ");
+	CHECK(ibv_post_recv(qp, &rwr, &bad) == EINVAL, "post_recv on an SRQ QP not refused");
+	CHECK(!ibv_modify_qp(qp, &qa, IBV_QP_STATE), "SRQ QP to ERR");
+	CHECK(ibv_poll_cq(cq, 1, &wc) == 0, "the SRQ's receives were flushed with its QP");
+	CHECK(!ibv_destroy_qp(qp), "destroy the SRQ QP");
+	CHECK(!ibv_destroy_srq(srq), "ibv_destroy_srq");
+	printf("ok: SRQ (limit, 3 receives, a QP on it)\n");
 }
 
 int main(int argc, char **argv)
@@ -157,7 +196,7 @@ int main(int argc, char **argv)
 	CHECK(ibv_poll_cq(cq, 4, wc) == 0, "completion before any connection");
 	printf("ok: a Send and a Receive wait in their queues\n");
 
-	CHECK(!ibv_req_notify_cq(cq, 0), "ibv_req_notify_cq");
+	CHECK(!ibv_req_notify_cq(cq, 1), "ibv_req_notify_cq(solicited_only)");
 	qa.qp_state = IBV_QPS_ERR;
 	CHECK(!ibv_modify_qp(qp, &qa, IBV_QP_STATE), "modify to ERR");
 	struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
@@ -174,6 +213,8 @@ int main(int argc, char **argv)
 	CHECK(!ibv_query_qp(qp, &qa, IBV_QP_STATE, &qia) && qa.qp_state == IBV_QPS_ERR,
 	      "query_qp after ERR: state %d", qa.qp_state);
 	printf("ok: ERR flushed both WRs and fired the completion channel\n");
+
+	check_srq(pd, cq, mr);
 
 	CHECK(!ibv_destroy_qp(qp), "ibv_destroy_qp");
 	CHECK(!ibv_destroy_cq(cq), "ibv_destroy_cq");
