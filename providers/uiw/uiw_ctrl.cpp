@@ -29,6 +29,25 @@ int guarded(F&& f) noexcept {
   }
 }
 
+// Every object is made in two halves: the kernel's (ibv_cmd_*, which also fills the ibv_*
+// base) and then the provider's own. kernel(obj) and local(obj) return 0 or an errno value;
+// when local fails, undo(obj) removes the kernel half. Either failure leaves nothing behind.
+template <typename Obj, typename Kernel, typename Local, typename Undo>
+Obj* create_object(Kernel&& kernel, Local&& local, Undo&& undo) noexcept {
+  auto* obj = new (std::nothrow) Obj;
+  if (!obj) return errno = ENOMEM, nullptr;
+  int rc = kernel(obj);
+  if (!rc) {
+    rc = guarded([&] { return local(obj); });
+    if (rc) undo(obj);
+  }
+  if (rc) {
+    delete obj;
+    return errno = rc, nullptr;
+  }
+  return obj;
+}
+
 // ---- device and context
 
 // The kernel side speaks uiw UAPI `abi_ver` (sysfs abi_version); refuse any other with a message
@@ -91,16 +110,14 @@ int query_port(ibv_context* ibctx, uint8_t port, ibv_port_attr* attr) noexcept {
 // ---- PD and MR
 
 ibv_pd* alloc_pd(ibv_context* ibctx) noexcept {
-  auto* pd = new (std::nothrow) Pd;
-  if (!pd) return errno = ENOMEM, nullptr;
-  uiw_cmd<ib_uverbs_alloc_pd> cmd{};
-  ib_uverbs_alloc_pd_resp resp{};
-  if (const int rc = ibv_cmd_alloc_pd(ibctx, pd, &cmd, sizeof(cmd), &resp, sizeof(resp))) {
-    delete pd;
-    return errno = rc, nullptr;
-  }
-  pd->pd_id = to_ctx(ibctx)->registry.alloc_pd();
-  return pd;
+  return create_object<Pd>(
+      [&](Pd* pd) {
+        uiw_cmd<ib_uverbs_alloc_pd> cmd{};
+        ib_uverbs_alloc_pd_resp resp{};
+        return ibv_cmd_alloc_pd(ibctx, pd, &cmd, sizeof(cmd), &resp, sizeof(resp));
+      },
+      [&](Pd* pd) { return pd->pd_id = to_ctx(ibctx)->registry.alloc_pd(), 0; },
+      [](Pd* pd) { ibv_cmd_dealloc_pd(pd); });
 }
 
 int dealloc_pd(ibv_pd* ibpd) noexcept {
@@ -115,32 +132,30 @@ int dealloc_pd(ibv_pd* ibpd) noexcept {
 ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int access) noexcept {
   Pd* pd = to_pd(ibpd);
   Context* ctx = to_ctx(pd->context);
-  auto* mr = new (std::nothrow) Mr;
-  if (!mr) return errno = ENOMEM, nullptr;
-  uiw_cmd<ib_uverbs_reg_mr> cmd{};
   uiw_drv_resp<ib_uverbs_reg_mr_resp, uiw_uresp_reg_mr> resp{};
-  if (const int rc = ibv_cmd_reg_mr(pd, addr, length, hca_va, access, mr, &cmd, sizeof(cmd),
-                                    resp.ibv(), sizeof(resp))) {
-    delete mr;
-    return errno = rc, nullptr;
-  }
-  // memory::Access has the IBV_ACCESS_* bit values; the optional bits (relaxed ordering, ...)
-  // change nothing for a software RNIC.
-  const uint32_t acc = static_cast<uint32_t>(access) & memory::kAllAccess;
-  mr->stag = resp.drv.stag;
-  int rc = ctx->registry.register_region_with_stag(mr->stag, pd->pd_id, addr, length, hca_va, acc);
-  if (rc == -EBUSY) {
-    // Another live region of this context sits in the STag's table slot (the kernel's STags
-    // are unique per device, not per slot). Any STag works for the peer: take a local one.
-    mr->stag = ctx->registry.register_region(pd->pd_id, addr, length, hca_va, acc, &rc);
-    mr->ibv_mr.lkey = mr->ibv_mr.rkey = mr->stag;
-  }
-  if (rc) {
-    ibv_cmd_dereg_mr(mr);
-    delete mr;
-    return errno = -rc, nullptr;
-  }
-  return &mr->ibv_mr;
+  Mr* mr = create_object<Mr>(
+      [&](Mr* m) {
+        uiw_cmd<ib_uverbs_reg_mr> cmd{};
+        return ibv_cmd_reg_mr(pd, addr, length, hca_va, access, m, &cmd, sizeof(cmd), resp.ibv(),
+                              sizeof(resp));
+      },
+      [&](Mr* m) {
+        // memory::Access has the IBV_ACCESS_* bit values; the optional bits (relaxed
+        // ordering, ...) change nothing for a software RNIC.
+        const uint32_t acc = static_cast<uint32_t>(access) & memory::kAllAccess;
+        m->stag = resp.drv.stag;
+        int rc =
+            ctx->registry.register_region_with_stag(m->stag, pd->pd_id, addr, length, hca_va, acc);
+        if (rc == -EBUSY) {
+          // Another live region of this context sits in the STag's table slot (the kernel's
+          // STags are unique per device, not per slot). Any STag works for the peer.
+          m->stag = ctx->registry.register_region(pd->pd_id, addr, length, hca_va, acc, &rc);
+          m->ibv_mr.lkey = m->ibv_mr.rkey = m->stag;
+        }
+        return -rc;
+      },
+      [](Mr* m) { ibv_cmd_dereg_mr(m); });
+  return mr ? &mr->ibv_mr : nullptr;
 }
 
 int dereg_mr(verbs_mr* vmr) noexcept {
@@ -157,28 +172,20 @@ int dereg_mr(verbs_mr* vmr) noexcept {
 // ---- CQ and SRQ
 
 ibv_cq* create_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int vector) noexcept {
-  auto* cq = new (std::nothrow) Cq;
-  if (!cq) return errno = ENOMEM, nullptr;
-  uiw_cmd<ib_uverbs_create_cq> cmd{};
   uiw_drv_resp<ib_uverbs_create_cq_resp, uiw_uresp_create_cq> resp{};
-  int rc = ibv_cmd_create_cq(ibctx, cqe, channel, vector, cq, &cmd, sizeof(cmd), resp.ibv(),
-                             sizeof(resp));
-  if (rc) {
-    delete cq;
-    return errno = rc, nullptr;
-  }
-  rc = guarded([&] {
-    const uint32_t n = std::max<uint32_t>({resp.drv.num_cqe, static_cast<uint32_t>(cqe), 1});
-    // An armed CQ that gets a matching completion fires the kernel completion channel.
-    cq->cq = std::make_unique<engine::CompletionQueue>(n, [cq] { method_cq_signal(cq); });
-    return 0;
-  });
-  if (rc) {
-    ibv_cmd_destroy_cq(cq);
-    delete cq;
-    return errno = rc, nullptr;
-  }
-  return cq;
+  return create_object<Cq>(
+      [&](Cq* cq) {
+        uiw_cmd<ib_uverbs_create_cq> cmd{};
+        return ibv_cmd_create_cq(ibctx, cqe, channel, vector, cq, &cmd, sizeof(cmd), resp.ibv(),
+                                 sizeof(resp));
+      },
+      [&](Cq* cq) {
+        const uint32_t n = std::max<uint32_t>({resp.drv.num_cqe, static_cast<uint32_t>(cqe), 1});
+        // An armed CQ that gets a matching completion fires the kernel completion channel.
+        cq->cq = std::make_unique<engine::CompletionQueue>(n, [cq] { method_cq_signal(cq); });
+        return 0;
+      },
+      [](Cq* cq) { ibv_cmd_destroy_cq(cq); });
 }
 
 int destroy_cq(ibv_cq* ibcq) noexcept {
@@ -188,25 +195,17 @@ int destroy_cq(ibv_cq* ibcq) noexcept {
 }
 
 ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init) noexcept {
-  auto* srq = new (std::nothrow) Srq;
-  if (!srq) return errno = ENOMEM, nullptr;
-  uiw_cmd<ib_uverbs_create_srq> cmd{};
   uiw_drv_resp<ib_uverbs_create_srq_resp, uiw_uresp_create_srq> resp{};
-  int rc = ibv_cmd_create_srq(ibpd, srq, init, &cmd, sizeof(cmd), resp.ibv(), sizeof(resp));
-  if (rc) {
-    delete srq;
-    return errno = rc, nullptr;
-  }
-  rc = guarded([&] {
-    srq->rq = std::make_unique<engine::ReceiveQueue>(std::max(resp.drv.num_rqe, 1u), true);
-    return 0;
-  });
-  if (rc) {
-    ibv_cmd_destroy_srq(srq);
-    delete srq;
-    return errno = rc, nullptr;
-  }
-  return srq;
+  return create_object<Srq>(
+      [&](Srq* srq) {
+        uiw_cmd<ib_uverbs_create_srq> cmd{};
+        return ibv_cmd_create_srq(ibpd, srq, init, &cmd, sizeof(cmd), resp.ibv(), sizeof(resp));
+      },
+      [&](Srq* srq) {
+        srq->rq = std::make_unique<engine::ReceiveQueue>(std::max(resp.drv.num_rqe, 1u), true);
+        return 0;
+      },
+      [](Srq* srq) { ibv_cmd_destroy_srq(srq); });
 }
 
 int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) noexcept {
@@ -255,44 +254,34 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr) noexcept {
       attr->cap.max_inline_data > engine::kMaxInline)
     return errno = EINVAL, nullptr;
   Context* ctx = to_ctx(ibpd->context);
-  auto* qp = new (std::nothrow) Qp;
-  if (!qp) return errno = ENOMEM, nullptr;
-  uiw_cmd<ib_uverbs_create_qp> cmd{};
   uiw_drv_resp<ib_uverbs_create_qp_resp, uiw_uresp_create_qp> resp{};
-  int rc = ibv_cmd_create_qp(ibpd, qp, attr, &cmd, sizeof(cmd), resp.ibv(), sizeof(resp));
-  if (rc) {
-    delete qp;
-    return errno = rc, nullptr;
-  }
-  qp->ctx = ctx;
-  qp->pd_id = to_pd(ibpd)->pd_id;
-  qp->sq_depth = resp.drv.num_sqe;
-  qp->rq_depth = resp.drv.num_rqe;
-  qp->sig_all = attr->sq_sig_all != 0;
-  qp->scq = to_cq(attr->send_cq)->cq.get();
-  qp->rcq = to_cq(attr->recv_cq)->cq.get();
-  if (attr->srq) qp->rq = to_srq(attr->srq)->rq.get();
-  rc = build_engine_qp(qp);
-  if (!rc) {
-    rc = guarded([&] {
-      cq_attach(to_cq(attr->send_cq), qp);
-      cq_attach(to_cq(attr->recv_cq), qp);
-      return 0;
-    });
-  }
-  if (!rc) {
-    std::lock_guard lock(ctx->mu);
-    rc = ctx->start_threads();
-    if (!rc) rc = guarded([&] { return ctx->waiting.push_back(qp), 0; });
-  }
-  if (rc) {
-    cq_detach(to_cq(attr->send_cq), qp);
-    cq_detach(to_cq(attr->recv_cq), qp);
-    ibv_cmd_destroy_qp(qp);
-    delete qp;
-    return errno = rc, nullptr;
-  }
-  return qp;
+  return create_object<Qp>(
+      [&](Qp* qp) {
+        uiw_cmd<ib_uverbs_create_qp> cmd{};
+        return ibv_cmd_create_qp(ibpd, qp, attr, &cmd, sizeof(cmd), resp.ibv(), sizeof(resp));
+      },
+      [&](Qp* qp) {
+        qp->ctx = ctx;
+        qp->pd_id = to_pd(ibpd)->pd_id;
+        qp->sq_depth = resp.drv.num_sqe;
+        qp->rq_depth = resp.drv.num_rqe;
+        qp->sig_all = attr->sq_sig_all != 0;
+        qp->scq = to_cq(attr->send_cq)->cq.get();
+        qp->rcq = to_cq(attr->recv_cq)->cq.get();
+        if (attr->srq) qp->rq = to_srq(attr->srq)->rq.get();
+        if (const int rc = build_engine_qp(qp)) return rc;
+        cq_attach(to_cq(attr->send_cq), qp);
+        cq_attach(to_cq(attr->recv_cq), qp);
+        std::lock_guard lock(ctx->mu);
+        if (const int rc = ctx->start_threads()) return rc;
+        ctx->waiting.push_back(qp);
+        return 0;
+      },
+      [&](Qp* qp) {
+        cq_detach(to_cq(attr->send_cq), qp);
+        cq_detach(to_cq(attr->recv_cq), qp);
+        ibv_cmd_destroy_qp(qp);
+      });
 }
 
 int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {

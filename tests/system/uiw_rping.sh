@@ -5,19 +5,9 @@
 # 10 ping-pongs with data verification (-V) on both sides, a graceful disconnect.
 source "$UIW_ROOT/tests/system/lib.sh"
 
-# veth-uiw0 and veth-uiw1 share one network namespace: rdma_cm resolves a destination bound to
-# the client's device (oif = veth-uiw1) with ARP over the veth pair, and the peer end drops that
-# ARP as a martian (its source is a local address) unless accept_local is set. Restore after.
-declare -A saved
-for k in all.accept_local all.rp_filter $UIW0_NETDEV.accept_local $UIW0_NETDEV.rp_filter \
-  $UIW1_NETDEV.accept_local $UIW1_NETDEV.rp_filter; do
-  saved[$k]=$(sysctl -n "net.ipv4.conf.$k")
-done
-restore() { for k in "${!saved[@]}"; do sysctl -qw "net.ipv4.conf.$k=${saved[$k]}"; done; }
-trap restore EXIT
-for nd in all "$UIW0_NETDEV" "$UIW1_NETDEV"; do
-  sysctl -qw "net.ipv4.conf.$nd.accept_local=1" "net.ipv4.conf.$nd.rp_filter=0"
-done
+# rdma_cm from an address bound to a uiw device needs this in the test topology.
+source "$UIW_ROOT/providers/uiw/tests/allow_local_sources.sh"
+allow_local_sources
 
 port=7175
 start_bg server rping -s -a "$UIW0_ADDR" -p $port -C 10 -V -v

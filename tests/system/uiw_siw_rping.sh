@@ -5,17 +5,9 @@
 # 10 verified ping-pongs each way (SEND/RECV, RDMA READ, RDMA WRITE, MPA v2 negotiation).
 source "$UIW_ROOT/tests/system/lib.sh"
 
-# The uiw0 -> siw0 direction resolves over veth-uiw0 (see uiw_rping.sh): allow local sources.
-declare -A saved
-for k in all.accept_local all.rp_filter $UIW0_NETDEV.accept_local $UIW0_NETDEV.rp_filter \
-  $UIW1_NETDEV.accept_local $UIW1_NETDEV.rp_filter; do
-  saved[$k]=$(sysctl -n "net.ipv4.conf.$k")
-done
-restore() { for k in "${!saved[@]}"; do sysctl -qw "net.ipv4.conf.$k=${saved[$k]}"; done; }
-trap restore EXIT
-for nd in all "$UIW0_NETDEV" "$UIW1_NETDEV"; do
-  sysctl -qw "net.ipv4.conf.$nd.accept_local=1" "net.ipv4.conf.$nd.rp_filter=0"
-done
+# rdma_cm from an address bound to a uiw device needs this in the test topology.
+source "$UIW_ROOT/providers/uiw/tests/allow_local_sources.sh"
+allow_local_sources
 
 ping_pair() { # NAME SERVER_ADDR CLIENT_ADDR PORT
   local name=$1 saddr=$2 caddr=$3 port=$4 side n

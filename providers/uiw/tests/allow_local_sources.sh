@@ -1,0 +1,16 @@
+# Sourced by tests/system/uiw_*rping.sh (inside the test VM). The topology's uiw veth pair lives in
+# one network namespace, so rdma_cm's address resolution from an address bound to one uiw device
+# (route lookup with oif = its veth) ARPs over the pair, and the other end drops that ARP as a
+# martian (its source is a local address). allow_local_sources sets accept_local=1 and
+# rp_filter=0 on the pair (and "all") and restores the old values when the test exits.
+allow_local_sources() {
+  local nd k
+  declare -gA UIW_SAVED_SYSCTL=()
+  for nd in all "$UIW0_NETDEV" "$UIW1_NETDEV"; do
+    for k in accept_local rp_filter; do
+      UIW_SAVED_SYSCTL[$nd.$k]=$(sysctl -n "net.ipv4.conf.$nd.$k")
+    done
+    sysctl -qw "net.ipv4.conf.$nd.accept_local=1" "net.ipv4.conf.$nd.rp_filter=0"
+  done
+  trap 'for k in "${!UIW_SAVED_SYSCTL[@]}"; do sysctl -qw "net.ipv4.conf.$k=${UIW_SAVED_SYSCTL[$k]}"; done' EXIT
+}
