@@ -587,6 +587,7 @@ int main(int argc, char **argv)
 			printf("error: connect with a foreign QPN succeeded\n");
 			return 1;
 		}
+		printf("connect: issued\n");
 		e = ucma_event();
 		if (e.event == EV_REJECTED) {
 			printf("rejected-data: %.*s\n", e.param.conn.private_data_len,

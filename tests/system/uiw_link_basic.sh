@@ -37,7 +37,7 @@ wait_gid() { # wait_gid present|absent GID
 
 v4=$(gid_of_v4 "$UIW0_ADDR")
 [ "$(cat "$sys/ports/1/gids/0")" = "$v4" ] || fail "gid 0 $(cat "$sys/ports/1/gids/0") != $v4"
-has_gid "$(python3 -c "import ipaddress,sys; a=ipaddress.ip_address(sys.argv[1]).exploded; print(a)" "$UIW0_ADDR6")" ||
+has_gid "$(/usr/bin/python3 -c "import ipaddress,sys; a=ipaddress.ip_address(sys.argv[1]).exploded; print(a)" "$UIW0_ADDR6")" ||
   fail "IPv6 GID of $UIW0_ADDR6 missing"
 mac_gid=$(printf '%s%s:%s%s:%s%s:0000:0000:0000:0000:0000' "$m0" "$m1" "$m2" "$m3" "$m4" "$m5")
 [ "$(cat "$sys/ports/1/gids/15")" = "$mac_gid" ] || fail "MAC GID $(cat "$sys/ports/1/gids/15") != $mac_gid"

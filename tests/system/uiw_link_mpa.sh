@@ -5,7 +5,7 @@
 # or none) to a uiw listener and to a uiw initiator (kernel/tests/uiw_cm_probe). Checks that
 # the kernel reads exactly the MPA frame even when the peer's first bytes arrive in the same
 # segment, rejects with the R bit what it cannot accept, closes what is malformed, and that
-# every wait ends (5 s for a Request, 10 s for a Reply).
+# every wait ends (5 s for a Request, 10 s for a Reply or the TCP handshake).
 source "$UIW_ROOT/tests/system/lib.sh"
 
 dmesg_start=$(dmesg | wc -l)
@@ -122,21 +122,21 @@ EOF
 start_bg srv ./probe server "$dev" "$addr" 7401
 wait_cm_listen 7401
 
-run_fg silent 30 python3 peer.py cli-silent "$addr" 7401
-expect silent '^(eof|reset) after [4-7]\.' "a silent initiator was not closed after the 5 s MPA Request timeout"
-run_fg garbage 30 python3 peer.py cli-garbage "$addr" 7401
+run_fg silent 90 /usr/bin/python3 peer.py cli-silent "$addr" 7401
+expect silent '^(eof|reset) after [4-9]\.' "a silent initiator was not closed after the 5 s MPA Request timeout"
+run_fg garbage 90 /usr/bin/python3 peer.py cli-garbage "$addr" 7401
 expect garbage '^(eof|reset) after [0-2]\.' "a non-MPA initiator was not closed at once"
-run_fg bigpd 30 python3 peer.py cli-bigpd "$addr" 7401
+run_fg bigpd 90 /usr/bin/python3 peer.py cli-bigpd "$addr" 7401
 expect bigpd '^(eof|reset) after [0-2]\.' "PD_Length 600 (> 512) was not closed at once"
-run_fg rev3 30 python3 peer.py cli-rev3 "$addr" 7401
+run_fg rev3 90 /usr/bin/python3 peer.py cli-rev3 "$addr" 7401
 expect rev3 '^(eof|reset) after [0-2]\.' "MPA revision 3 was not closed"
-run_fg markers 30 python3 peer.py cli-markers "$addr" 7401
+run_fg markers 90 /usr/bin/python3 peer.py cli-markers "$addr" 7401
 expect markers '^frame: key ok bits 0x2001 pd_len 0$' "Markers: no Reply with R set (rev 1)"
-run_fg sendrtr 30 python3 peer.py cli-sendrtr "$addr" 7401
+run_fg sendrtr 90 /usr/bin/python3 peer.py cli-sendrtr "$addr" 7401
 expect sendrtr '^frame: key ok bits 0x3002 pd_len 4$' "Send-only RTR: no enhanced Reply with R set"
 grep -q '^event: 4 ' srv.log && { show srv; fail "an unacceptable Request reached the application"; }
 
-run_fg good 60 python3 peer.py cli-good "$addr" 7401
+run_fg good 120 /usr/bin/python3 peer.py cli-good "$addr" 7401
 wait_bg srv 30
 # Reply: rev 2, enhanced, CRC echoed (the Request asked), IRD 8 >= the peer's ORD 8,
 # ORD 2 <= the peer's IRD 2, P2P with Write RTR, the application's private data.
@@ -149,9 +149,9 @@ expect srv '^info: flags 0x7 .* ird 8 ord 2 rev 2 rtr 1 ' "responder conn_info"
 expect srv '^event: 10 ' "no DISCONNECTED after the initiator closed"
 
 # Active side: a uiw initiator against hand-made responders.
-start_bg mute python3 peer.py srv-mute "$addr" 7402
-for i in $(seq 1 50); do grep -q listening mute.log && break; sleep 0.2; done
-run_fg mutec 60 ./probe client "$dev" "$addr" "$addr" 7402
+start_bg mute /usr/bin/python3 peer.py srv-mute "$addr" 7402
+for i in $(seq 1 150); do grep -q listening mute.log && break; sleep 0.2; done
+run_fg mutec 120 ./probe client "$dev" "$addr" "$addr" 7402
 expect mutec '^event: 7 status -110 ' "no UNREACHABLE/-ETIMEDOUT after the 10 s MPA Reply timeout"
 # The Request the initiator sent: rev 2, enhanced, IRD 2 / ORD 8, P2P offering Write and Read.
 expect mute '^frame: key ok bits 0x1002 pd_len 16$' "Request header"
@@ -159,28 +159,40 @@ expect mute '^v2: ird 2 ord 8 p2p 1 send 0 write 1 read 1$' "Request IRD/ORD wor
 expect mute '^pd: hello-server$'
 kill "${BG_PID[mute]}" 2>/dev/null || true
 
-start_bg badkey python3 peer.py srv-badkey "$addr" 7403
-for i in $(seq 1 50); do grep -q listening badkey.log && break; sleep 0.2; done
-run_fg badkeyc 60 ./probe client "$dev" "$addr" "$addr" 7403
+start_bg badkey /usr/bin/python3 peer.py srv-badkey "$addr" 7403
+for i in $(seq 1 150); do grep -q listening badkey.log && break; sleep 0.2; done
+run_fg badkeyc 120 ./probe client "$dev" "$addr" "$addr" 7403
 expect badkeyc '^event: 6 status -71 ' "a bad Reply key did not give CONNECT_ERROR/-EPROTO"
 kill "${BG_PID[badkey]}" 2>/dev/null || true
 
-start_bg rejs python3 peer.py srv-reject "$addr" 7404
-for i in $(seq 1 50); do grep -q listening rejs.log && break; sleep 0.2; done
-run_fg rejc 60 ./probe client "$dev" "$addr" "$addr" 7404
+start_bg rejs /usr/bin/python3 peer.py srv-reject "$addr" 7404
+for i in $(seq 1 150); do grep -q listening rejs.log && break; sleep 0.2; done
+run_fg rejc 120 ./probe client "$dev" "$addr" "$addr" 7404
 expect rejc '^event: 8 status -111 ' "a Reply with R set did not give REJECTED"
 expect rejc '^rejected-data: go-away$'
 kill "${BG_PID[rejs]}" 2>/dev/null || true
 
-start_bg goods python3 peer.py srv-good "$addr" 7405
-for i in $(seq 1 50); do grep -q listening goods.log && break; sleep 0.2; done
-run_fg goodc 60 ./probe client "$dev" "$addr" "$addr" 7405
+start_bg goods /usr/bin/python3 peer.py srv-good "$addr" 7405
+for i in $(seq 1 150); do grep -q listening goods.log && break; sleep 0.2; done
+run_fg goodc 120 ./probe client "$dev" "$addr" "$addr" 7405
 wait_bg goods 30
 expect goodc '^reply-data: reply-from-sv$'
 expect goodc '^info: flags 0xe .* ird 2 ord 8 rev 2 rtr 1 ' "initiator conn_info"
 expect goodc '^stream: ok$' "the kernel consumed bytes behind the MPA Reply"
 expect goods '^stream: ok$'
 expect goodc '^event: 10 ' "no DISCONNECTED"
+
+# TCP handshake timeout: SYNs to this port vanish. rdma_connect returns at once (the connect
+# is non-blocking) and UNREACHABLE/-ETIMEDOUT comes after the 10 s connect timeout.
+tc qdisc add dev lo root handle 1: prio
+tc filter add dev lo parent 1: protocol ip u32 match ip dport 7406 0xffff action drop
+start_bg syn ./probe client "$dev" "$addr" "$addr" 7406
+sleep 4
+expect syn '^connect: issued$' "rdma_connect blocked during the TCP handshake"
+grep -q '^event: 7 ' syn.log && { show syn; fail "the connect timed out before 10 s"; }
+wait_bg syn 30
+tc qdisc del dev lo root
+expect syn '^event: 7 status -110 ' "no UNREACHABLE/-ETIMEDOUT after the TCP connect timeout"
 
 if dmesg | tail -n +"$((dmesg_start + 1))" | grep -E 'BUG|WARNING|Oops|Call Trace'; then
   fail "kernel complained (above)"
