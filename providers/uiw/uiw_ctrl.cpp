@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "uiw.h"
@@ -447,8 +448,13 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) noexcept {
   // The readiness eventfd: uiw.ko adds 1 when one of our QPs becomes RDMA-ready.
   ctx->ready_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   ctx->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (ctx->ready_efd >= 0 && (ctx->caps.caps & UIW_CAP_READY_EVENTFD))
-    ctx->ready_registered = method_set_eventfd(ctx->ibctx, ctx->ready_efd) == 0;
+  if (ctx->ready_efd >= 0 && (ctx->caps.caps & UIW_CAP_READY_EVENTFD)) {
+    const int erc = method_set_eventfd(ctx->ibctx, ctx->ready_efd);
+    ctx->ready_registered = erc == 0;
+    if (erc)  // still works, by looking every 20 ms (Context::ready_loop)
+      std::fprintf(stderr, "uiw: %s: registering the readiness eventfd failed: %s\n", ibdev->name,
+                   std::strerror(erc));
+  }
   verbs_set_ops(&shell->vctx, &kContextOps);
   return &shell->vctx;
 }
