@@ -183,7 +183,8 @@ enum uiw_device_methods {
 };
 
 enum uiw_device_set_eventfd_attrs {
-	UIW_ATTR_SET_EVENTFD_FD = (1U << UVERBS_ID_NS_SHIFT), /* raw fd (s64 const), in */
+	/* raw fd, in: ib_uverbs_attr.len = 0, .data_s64 = the eventfd (or -1) */
+	UIW_ATTR_SET_EVENTFD_FD = (1U << UVERBS_ID_NS_SHIFT),
 };
 
 UIW_ABI_STATIC_ASSERT(sizeof(struct uiw_ureq_alloc_ucontext) == 8, "uiw ABI: alloc_ucontext req");
