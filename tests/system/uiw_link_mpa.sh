@@ -149,38 +149,37 @@ expect srv '^info: flags 0x7 .* ird 8 ord 2 rev 2 rtr 1 ' "responder conn_info"
 expect srv '^event: 10 ' "no DISCONNECTED after the initiator closed"
 
 # Active side: a uiw initiator against hand-made responders.
-start_bg mute /usr/bin/python3 peer.py srv-mute "$addr" 7402
-for i in $(seq 1 150); do grep -q listening mute.log && break; sleep 0.2; done
-run_fg mutec 120 ./probe client "$dev" "$addr" "$addr" 7402
-expect mutec '^event: 7 status -110 ' "no UNREACHABLE/-ETIMEDOUT after the 10 s MPA Reply timeout"
+# against_peer NAME MODE PORT: Python responder NAME (MODE), uiw initiator NAME-c.
+against_peer() {
+  start_bg "$1" /usr/bin/python3 peer.py "$2" "$addr" "$3"
+  for i in $(seq 1 150); do grep -q listening "$1.log" && break; sleep 0.2; done
+  run_fg "$1-c" 120 ./probe client "$dev" "$addr" "$addr" "$3"
+}
+
+against_peer mute srv-mute 7402
+expect mute-c '^event: 7 status -110 ' "no UNREACHABLE/-ETIMEDOUT after the 10 s MPA Reply timeout"
 # The Request the initiator sent: rev 2, enhanced, IRD 2 / ORD 8, P2P offering Write and Read.
 expect mute '^frame: key ok bits 0x1002 pd_len 16$' "Request header"
 expect mute '^v2: ird 2 ord 8 p2p 1 send 0 write 1 read 1$' "Request IRD/ORD word"
 expect mute '^pd: hello-server$'
 kill "${BG_PID[mute]}" 2>/dev/null || true
 
-start_bg badkey /usr/bin/python3 peer.py srv-badkey "$addr" 7403
-for i in $(seq 1 150); do grep -q listening badkey.log && break; sleep 0.2; done
-run_fg badkeyc 120 ./probe client "$dev" "$addr" "$addr" 7403
-expect badkeyc '^event: 6 status -71 ' "a bad Reply key did not give CONNECT_ERROR/-EPROTO"
+against_peer badkey srv-badkey 7403
+expect badkey-c '^event: 6 status -71 ' "a bad Reply key did not give CONNECT_ERROR/-EPROTO"
 kill "${BG_PID[badkey]}" 2>/dev/null || true
 
-start_bg rejs /usr/bin/python3 peer.py srv-reject "$addr" 7404
-for i in $(seq 1 150); do grep -q listening rejs.log && break; sleep 0.2; done
-run_fg rejc 120 ./probe client "$dev" "$addr" "$addr" 7404
-expect rejc '^event: 8 status -111 ' "a Reply with R set did not give REJECTED"
-expect rejc '^rejected-data: go-away$'
-kill "${BG_PID[rejs]}" 2>/dev/null || true
+against_peer rej srv-reject 7404
+expect rej-c '^event: 8 status -111 ' "a Reply with R set did not give REJECTED"
+expect rej-c '^rejected-data: go-away$'
+kill "${BG_PID[rej]}" 2>/dev/null || true
 
-start_bg goods /usr/bin/python3 peer.py srv-good "$addr" 7405
-for i in $(seq 1 150); do grep -q listening goods.log && break; sleep 0.2; done
-run_fg goodc 120 ./probe client "$dev" "$addr" "$addr" 7405
-wait_bg goods 30
-expect goodc '^reply-data: reply-from-sv$'
-expect goodc '^info: flags 0xe .* ird 2 ord 8 rev 2 rtr 1 ' "initiator conn_info"
-expect goodc '^stream: ok$' "the kernel consumed bytes behind the MPA Reply"
-expect goods '^stream: ok$'
-expect goodc '^event: 10 ' "no DISCONNECTED"
+against_peer good2 srv-good 7405
+wait_bg good2 30
+expect good2-c '^reply-data: reply-from-sv$'
+expect good2-c '^info: flags 0xe .* ird 2 ord 8 rev 2 rtr 1 ' "initiator conn_info"
+expect good2-c '^stream: ok$' "the kernel consumed bytes behind the MPA Reply"
+expect good2 '^stream: ok$'
+expect good2-c '^event: 10 ' "no DISCONNECTED"
 
 # TCP handshake timeout: SYNs to this port vanish. rdma_connect returns at once (the connect
 # is non-blocking) and UNREACHABLE/-ETIMEDOUT comes after the 10 s connect timeout.
