@@ -27,10 +27,9 @@ UIW_BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config libisal-dev lib
   libgmock-dev libbenchmark-dev clang libclang-rt-14-dev libibverbs-dev librdmacm-dev
   libnl-3-dev libnl-route-3-dev pybind11-dev python3-dev liburing-dev)
 
-# uiw_configure DIR [cmake args...]: configure a build tree once.
+# uiw_configure DIR [cmake args...]: configure a build tree (again each time: cheap once
+# cached, and it picks up folders that appeared since, e.g. providers/uiw).
 uiw_configure() {
   local dir=$1; shift
-  if [ ! -f "$dir/build.ninja" ]; then
-    cmake -S "$UIW_ROOT" -B "$dir" -G Ninja "$@" >/dev/null
-  fi
+  cmake -S "$UIW_ROOT" -B "$dir" -G Ninja "$@" >/dev/null
 }
