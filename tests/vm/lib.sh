@@ -15,7 +15,7 @@ VM_QUIET=${VM_QUIET:-0}
 
 # Packages the VM needs on the host; the guest uses the same files through the 9p root.
 VM_PACKAGES=(qemu-system-x86 busybox-static linux-image-amd64 linux-headers-amd64 kmod cpio
-  xz-utils rsync make gcc iproute2 rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest)
+  xz-utils rsync make gcc procps iproute2 rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest)
 
 vm_log() { [ "$VM_QUIET" = 1 ] || printf 'vm: %s\n' "$*" >&2; }
 vm_warn() { printf 'vm: %s\n' "$*" >&2; }
@@ -65,9 +65,11 @@ vm_pick_kernel() {
   if [ -z "$best" ]; then
     [ -n "$seen" ] || vm_die "no kernel image in /boot: apt-get install linux-image-amd64"
     local want=${UIW_VM_KERNEL:-${seen##* }}
+    [ -f "/boot/vmlinuz-$want" ] ||
+      vm_die "UIW_VM_KERNEL=$want: no /boot/vmlinuz-$want (installed:$seen)"
     [ -f "/lib/modules/$want/modules.dep" ] ||
       vm_die "kernel $want has no module tree /lib/modules/$want: apt-get install --reinstall linux-image-$want"
-    vm_die "no kernel headers for$seen (need /lib/modules/<kver>/build):
+    vm_die "no kernel headers matching $want (need /lib/modules/$want/build):
   apt-get install linux-headers-$want"
   fi
   VM_KVER=$best
