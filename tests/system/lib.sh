@@ -86,15 +86,33 @@ expect() {
   }
 }
 
-# perftest_bw NAME SIZE ITERS: prints the "BW average" column of perftest's result line for
-# SIZE bytes x ITERS in NAME.log; fails if the line is missing or the average is not > 0.
+# perftest_bw NAME SIZE ITERS: sets BW to (and prints) the "BW average" column (MB/s) of
+# perftest's result line for SIZE bytes x ITERS in NAME.log; fails if the line is missing or the
+# average is not > 0. (Called inside $(...), a failure's log excerpt is lost: prefer $BW.)
 perftest_bw() {
-  local bw
-  bw=$(awk -v s="$2" -v n="$3" '$1 == s && $2 == n && NF >= 5 { print $4 }' "$1.log" | tail -n1)
-  [ -n "$bw" ] || {
+  BW=$(awk -v s="$2" -v n="$3" '$1 == s && $2 == n && NF >= 5 { print $4 }' "$1.log" | tail -n1)
+  [ -n "$BW" ] || {
     show "$1"
     fail "$1: no result line for $2 bytes x $3 iterations"
   }
-  awk -v b="$bw" 'BEGIN { exit !(b > 0) }' || fail "$1: average bandwidth $bw is not > 0"
-  echo "$bw"
+  awk -v b="$BW" 'BEGIN { exit !(b > 0) }' || fail "$1: average bandwidth $BW is not > 0"
+  echo "$BW"
+}
+
+# perftest_run TOOL DEV ADDR PORT SIZE ITERS [ARGS...]: a perftest bandwidth TOOL (ib_write_bw,
+# ib_send_bw, ib_read_bw) connected with rdma_cm (-R, which iWARP requires): server on DEV, the
+# client on DEV connecting to ADDR:PORT. Both must exit 0, name DEV and report SIZE x ITERS with
+# an average > 0. Logs: server.log, client.log; sets BW to the client's average (MB/s).
+perftest_run() {
+  local tool=$1 dev=$2 addr=$3 port=$4 size=$5 iters=$6 side
+  shift 6
+  local args=(-R -d "$dev" -p "$port" -s "$size" -n "$iters" "$@")
+  start_bg server "$tool" "${args[@]}"
+  wait_cm_listen "$port"
+  run_fg client 180 "$tool" "${args[@]}" "$addr"
+  wait_bg server 30
+  for side in server client; do
+    expect $side "Device +: $dev( |$)" "$side did not use $dev"
+    perftest_bw $side "$size" "$iters" >/dev/null
+  done
 }
