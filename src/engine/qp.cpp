@@ -284,7 +284,6 @@ void Qp::set_terminate(wire::TerminateCause cause, bool with_ddp, bool with_rdma
                 wire::kReadRequestHeaderSize);
   }
   term_sent_ = t;
-  error_pending_ = true;
   state_ = QpState::Terminate;
   detach_tx();
   flush_all();

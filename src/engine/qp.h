@@ -94,7 +94,6 @@ class Qp {
   bool tx_idle() const { return slots_used_ == 0; }
   // True once the Qp wants its sending side shut (graceful close or Terminate delivered).
   bool tx_want_shutdown() const { return want_shutdown_; }
-  bool wants_write();  // tx_pending() would return bytes
 
  private:
   static constexpr size_t kMaxHeader = 2 + 18 + wire::kReadRequestHeaderSize;
@@ -141,7 +140,7 @@ class Qp {
     SlotDone done;
     uint32_t index;  // SQ index for SlotDone::SqEntry
   };
-  enum class TxKind : uint8_t { None, Sq, Irq, Rtr };
+  enum class TxKind : uint8_t { None, Sq, Irq };
   enum class RxSt : uint8_t { Length, Control, Header, Payload, Trailer, Drain };
 
   // qp.cpp: queues, completion, errors
@@ -250,7 +249,6 @@ class Qp {
   // Errors: the first cause wins (RDMAP §7.1 item 24).
   std::optional<wire::TerminateMessage> term_sent_;
   std::optional<wire::TerminateMessage> term_rcvd_;
-  bool error_pending_ = false;  // a Terminate is to be sent
 };
 
 }  // namespace uiw::engine

@@ -26,10 +26,6 @@ std::span<const iovec> Qp::tx_pending() {
   return {tx_iov_.data() + tx_iov_begin_, n};
 }
 
-bool Qp::wants_write() {
-  return !tx_pending().empty();
-}
-
 void Qp::tx_commit(size_t n) {
   stats_.tx_bytes += n;
   while (n > 0 && slots_used_ > 0) {
