@@ -151,6 +151,7 @@ int Qp::post_recv(const RecvWr& wr) {
 
 void Qp::start(const ConnParams& params) {
   params_ = params;
+  if (params_.llp == Llp::Sctp) sctp_start();  // no MPA framing, DDP-SSNs instead
   if (params_.mulpdu < wire::kMinMulpdu) params_.mulpdu = wire::kMinMulpdu;
   if (params_.mulpdu > wire::kMaxMulpdu) params_.mulpdu = wire::kMaxMulpdu;
   if (params_.ord > kMaxOrdIrd) params_.ord = kMaxOrdIrd;
@@ -163,7 +164,7 @@ void Qp::start(const ConnParams& params) {
   tx_iov_.assign(kTxSlots * tx_iov_per_fpdu_ + 1024, iovec{});
   // RFC 5044 §7.1.2: "MPA Responder mode implementations MUST receive and validate at least one
   // FPDU before sending any FPDUs or Markers."
-  tx_hold_ = !params_.initiator;
+  tx_hold_ = !params_.initiator && params_.llp == Llp::Mpa;
   rtr_pending_ = params_.initiator && params_.rtr != RtrType::None;
   state_ = QpState::Rts;
   rx_to_length();

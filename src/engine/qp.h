@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <vector>
@@ -94,6 +95,19 @@ class Qp {
   bool tx_idle() const { return slots_used_ == 0; }
   // True once the Qp wants its sending side shut (graceful close or Terminate delivered).
   bool tx_want_shutdown() const { return want_shutdown_; }
+
+  // ---- lower-layer side, SCTP mode (ConnParams::llp == Llp::Sctp; RFC 5043, qp_sctp.cpp)
+  // tx_pending() returns the iovecs of exactly one message: a DDP Segment Chunk (DDP-SSN, then
+  // one DDP segment; PPID 16, unordered). Send it whole, then tx_commit(its length).
+  // rx_feed_message() consumes one whole received message (MSG_EOR seen) and its PPID; messages
+  // may arrive in any order (unordered chunks) and are processed in DDP-SSN order.
+  void rx_feed_message(uint32_t ppid, std::span<const uint8_t> msg);
+  // The DDP Stream Session Terminate (PPID 17) to send once tx_want_shutdown() && tx_idle()
+  // (RFC 5043 §6.2: "At least one side MUST send a DDP Stream Terminate"); empty after the
+  // first call, and in MPA mode.
+  std::span<const uint8_t> sctp_session_terminate();
+  // Out-of-order messages held for reordering (tests, diagnostics).
+  size_t sctp_held() const { return sctp_hold_.size(); }
 
  private:
   static constexpr size_t kMaxHeader = 2 + 18 + wire::kReadRequestHeaderSize;
@@ -177,6 +191,11 @@ class Qp {
   bool rx_check_tagged(uint32_t required, uint64_t payload_len);
   void rx_to_length();
 
+  // qp_sctp.cpp
+  void sctp_start();
+  void sctp_end_slot(TxSlot& s);
+  void sctp_process(uint32_t ppid, std::span<const uint8_t> msg);
+
   QpConfig cfg_;
   ConnParams params_;
   QpState state_ = QpState::Idle;
@@ -245,6 +264,13 @@ class Qp {
   std::array<uint8_t, 4096> rx_discard_{};
   size_t rx_pad_ = 0;
   bool rx_rtr_send_ = false;  // the current message is the peer's zero-length RTR Send
+
+  // SCTP mode: DDP-SSN state (RFC 5043 §5.2.1) and messages that arrived ahead of their turn.
+  uint16_t sctp_tx_ssn_ = 0, sctp_rx_ssn_ = 0;
+  std::map<uint16_t, std::pair<uint32_t, std::vector<uint8_t>>> sctp_hold_;
+  size_t sctp_held_bytes_ = 0;
+  bool sctp_term_built_ = false;
+  std::array<uint8_t, 4> sctp_term_msg_{};
 
   // Errors: the first cause wins (RDMAP §7.1 item 24).
   std::optional<wire::TerminateMessage> term_sent_;

@@ -22,7 +22,9 @@ wire::Opcode send_opcode(const SendWr& wr) {
 
 std::span<const iovec> Qp::tx_pending() {
   fill_tx();
-  const size_t n = std::min(tx_iov_end_ - tx_iov_begin_, kIovMax);
+  size_t n = std::min(tx_iov_end_ - tx_iov_begin_, kIovMax);
+  // SCTP: one message per call, so the I/O edge keeps message boundaries (RFC 5043 §4).
+  if (params_.llp == Llp::Sctp && slots_used_ > 0) n = std::min(n, slots_[slot_head_].iov_count);
   return {tx_iov_.data() + tx_iov_begin_, n};
 }
 
@@ -176,6 +178,7 @@ void Qp::append(TxSlot& s, const uint8_t* p, size_t len, bool fold_crc) {
 // PAD then CRC (RFC 5044 §4.1). A Marker landing right after the PAD belongs to this FPDU and is
 // in its CRC (RFC 5044 §4.4 rule 1). The CRC octets go least significant first (REQUIREMENTS §8.2).
 void Qp::end_slot(TxSlot& s, size_t ulpdu_len) {
+  if (params_.llp == Llp::Sctp) return sctp_end_slot(s);
   const size_t pad = wire::fpdu_pad(ulpdu_len);
   std::memset(s.trailer, 0, sizeof s.trailer);
   if (pad) append(s, s.trailer, pad);

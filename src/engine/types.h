@@ -83,6 +83,9 @@ struct Completion {
 // RFC 6581 peer-to-peer "ready to receive" message the initiator sends first.
 enum class RtrType : uint8_t { None, Send, Write, Read };
 
+// The lower-layer protocol under DDP: MPA over TCP (RFC 5044) or the SCTP adaptation (RFC 5043).
+enum class Llp : uint8_t { Mpa, Sctp };
+
 // What the connection setup (uiw.ko, or transport::mpa_* on the host) negotiated.
 struct ConnParams {
   bool crc = true;          // generate and check CRC32c (RFC 5044 §4.4: on unless both said no)
@@ -94,6 +97,12 @@ struct ConnParams {
   bool initiator = true;    // MPA role
   uint8_t mpa_revision = 2;
   RtrType rtr = RtrType::None;  // p2p RTR: sent by the initiator, expected by the responder
+  // SCTP mode (RFC 5043): crc, markers, mpa_revision and rtr are ignored; mulpdu is the maximum
+  // DDP Segment size the association carries unfragmented (§9). The session control exchange
+  // used DDP-SSN 0 each way (§6.2), so data starts at 1 unless setup says otherwise.
+  Llp llp = Llp::Mpa;
+  uint16_t sctp_tx_ssn = 1;  // DDP-SSN of our first DDP Segment Chunk
+  uint16_t sctp_rx_ssn = 1;  // DDP-SSN expected on the peer's first one
 };
 
 enum class QpState : uint8_t {
