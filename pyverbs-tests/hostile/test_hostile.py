@@ -1,0 +1,372 @@
+"""Hostile-peer tests: a raw MPA/DDP/RDMAP client against a uiw QP served by rdma_cm.
+
+Runs inside the test VM (tests/system/pyverbs_hostile.sh). The uiw side is
+providers/uiw/tests/uiw_hostile_server on UIW0_ADDR; the client is a plain TCP socket. Every
+attack asserts the exact Terminate uiw sends (RFC 5040 4.8: layer, type, code, M/D/R and the
+copied headers), what the server application sees (completions, QP state) and that the guard
+octets around every registered region and receive buffer are unchanged.
+
+uiw's Terminate DDP Segment Length is the length of the whole offending ULPDU (DDP header
+included); siw sends the payload length instead (STATE.md, known difference).
+"""
+import os
+import socket
+import time
+import unittest
+
+import uiwwire as w
+from peer import HostilePeer, Report, ServerProc, env_or
+
+T = w.term
+IBV_QPS_ERR = 6
+IBV_WC_SUCCESS = 0
+IBV_WC_WR_FLUSH_ERR = 5
+IBV_WC_RECV = 128
+
+
+def cause(layer, etype, code):
+    return (layer, etype, code)
+
+
+class HostileBase(unittest.TestCase):
+    port = 7300
+    server_args = ("-t", "20")
+
+    @classmethod
+    def setUpClass(cls):
+        build = env_or("UIW_BUILD", "/work/build-h5")
+        path = env_or("UIW_HOSTILE_SERVER", os.path.join(build, "bin", "uiw_hostile_server"))
+        cls.addr = env_or("UIW0_ADDR", "10.99.1.1")
+        cls.server = ServerProc(path, cls.addr, cls.port, cls.server_args)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        print("\n".join("server| " + l for l in cls.server.log[-5:]))
+
+    def connect(self, **kw):
+        peer = HostilePeer(self.addr, self.port, **kw)
+        peer.connect_mpa()
+        self.server.wait_for(r"^accepted")
+        self.assertEqual(sorted(peer.regions), ["r0", "r1", "r2", "r3"], peer.reply.private_data)
+        return peer
+
+    def finish(self, peer):
+        peer.close()
+        rep = Report(self.server.wait_for(r"^done \d+", 90))
+        self.assertTrue(rep.guards_ok(), rep)
+        return rep
+
+    def assert_untouched(self, rep, recv_too=True):
+        for r in ("r0", "r1", "r2", "r3") + (("recv",) if recv_too else ()):
+            self.assertEqual(rep.region_changed(r), (0, -1), f"{r} changed\n{rep}")
+
+    def assert_errored(self, rep, successes=0):
+        """The server's QP ends in ERR; its receives complete only by flushing."""
+        self.assertEqual(rep.qp_states()[-1], IBV_QPS_ERR, rep)
+        wcs = rep.wcs()
+        self.assertEqual(sum(1 for c in wcs if c[1] == IBV_WC_SUCCESS), successes, rep)
+        self.assertTrue(all(c[1] in (IBV_WC_SUCCESS, IBV_WC_WR_FLUSH_ERR) for c in wcs), rep)
+
+    def attack(self, ulpdus, expect, flags, bad=None, bad_crc=False, recv_changed=False,
+               successes=0, peer=None):
+        """Sends ulpdus (the last, or `bad`, is the offending one) and checks the Terminate."""
+        peer = peer or self.connect()
+        for i, u in enumerate(ulpdus):
+            peer.send_ulpdu(u, bad_crc=bad_crc and i == len(ulpdus) - 1)
+        bad = bad if bad is not None else ulpdus[-1]
+        th, t, msgs, eof = peer.expect_terminate()
+        # RFC 5040 4.8 / Figure 4: Terminate is untagged, QN 2, the first one has MSN 1, L=1.
+        self.assertEqual((th.tagged, th.qn, th.msn, th.last, th.rdmap_version, th.ddp_version),
+                         (False, 2, 1, True, 1, 1))
+        self.assertEqual(t.cause.as_tuple(), expect, t)
+        self.assertEqual((t.m, t.d, t.r), flags, t)
+        if t.d:
+            hdr_len = w.ddp_header_size(bad[0] & 0x80 != 0)
+            self.assertEqual(t.ddp_header, bad[:hdr_len])
+            self.assertEqual(t.ddp_segment_length, len(bad))
+        if t.r:
+            self.assertEqual(t.rdma_header, bad[18:46])
+        # RFC 5040 5.4 / 6.2: nothing follows the Terminate and the stream closes.
+        self.assertIs(msgs[-1][0], th, msgs)
+        self.assertTrue(eof, "uiw did not close the connection after its Terminate")
+        rep = self.finish(peer)
+        self.assert_untouched(rep, recv_too=not recv_changed)
+        self.assert_errored(rep, successes)
+        return rep
+
+
+class HostileMpaTest(HostileBase):
+    """Malformed or unacceptable MPA Requests (RFC 5044 7.1.2, RFC 6581)."""
+    port = 7301
+
+    def closed_without_reply(self, raw, expect_reject=False):
+        peer = HostilePeer(self.addr, self.port, timeout=20)
+        peer.sock.sendall(raw)
+        frame, err = peer.read_reply()
+        peer.close()
+        if expect_reject:
+            self.assertIsNotNone(frame, err)
+            self.assertTrue(frame.reject, frame)
+        else:
+            self.assertIsNone(frame, f"uiw answered a bad Request: {frame}")
+            self.assertEqual(err, "closed")
+        # The application never hears of it.
+        lines = self.server.quiet_for(1.0)
+        self.assertFalse([l for l in lines if l.startswith("request")], lines)
+        return frame
+
+    def test_wrong_key(self):
+        good = w.MpaFrame("req", revision=1).encode()
+        self.closed_without_reply(b"MPA ID Rep Frame" + good[16:])
+
+    def test_garbage_key(self):
+        self.closed_without_reply(b"GET / HTTP/1.1\r\n" + bytes(4))
+
+    def test_bad_revision(self):
+        good = w.MpaFrame("req", revision=1).encode()
+        self.closed_without_reply(good[:17] + b"\x03" + good[18:])
+
+    def test_pd_length_over_512(self):
+        hdr = w.MpaFrame("req", revision=1).encode()[:18]
+        self.closed_without_reply(hdr + (600).to_bytes(2, "big") + bytes(600))
+
+    def test_private_data_over_iwcm_limit(self):
+        # 300 <= 512 is legal MPA, but more than iw_cm can carry (kernel/README.md): rejected.
+        self.closed_without_reply(w.MpaFrame("req", revision=1, private_data=bytes(300)).encode(),
+                                  expect_reject=True)
+
+    def test_markers_requested(self):
+        self.closed_without_reply(w.MpaFrame("req", revision=1, markers=True).encode(),
+                                  expect_reject=True)
+
+    def test_v2_without_params(self):
+        # Rev 2 + enhanced flag but PD_Length < 4 (RFC 6581 needs the IRD/ORD word).
+        raw = w.MPA_KEY_REQ + bytes([w.MPA_FLAG_CRC | w.MPA_FLAG_ENHANCED, 2, 0, 2]) + b"ab"
+        self.closed_without_reply(raw)
+
+    def test_p2p_send_rtr_only(self):
+        v2 = w.MpaV2Params(peer_to_peer=True, rtr_send=True, ird=1, ord=1)
+        self.closed_without_reply(w.MpaFrame("req", revision=2, v2=v2).encode(),
+                                  expect_reject=True)
+
+    def test_truncated_request(self):
+        self.closed_without_reply(w.MpaFrame("req", revision=1).encode()[:12])
+
+    def test_listener_survives(self):
+        # After all of the above, a good Request still gets a good Reply.
+        peer = HostilePeer(self.addr, self.port)
+        frame = peer.connect_mpa(pd=b"after", rev=1)
+        self.assertEqual((frame.revision, frame.reject, frame.crc), (1, False, True))
+        self.server.wait_for(r"^accepted")
+        peer.close()
+        rep = Report(self.server.wait_for(r"^done \d+", 90))
+        self.assertTrue(rep.guards_ok(), rep)
+
+
+class HostileDataTest(HostileBase):
+    """Bad FPDUs after a good MPA exchange (RFC 5044 8, RFC 5041 7, RFC 5040 7)."""
+
+    def test_good_peer_baseline(self):
+        # Control case: a legal Write, Send and Read work and are checked the same way.
+        peer = self.connect()
+        r0, r1 = peer.regions["r0"], peer.regions["r1"]
+        peer.send_ulpdu(peer.write(r0.stag, r0.addr + 100, b"\xab" * 16))
+        peer.send_ulpdu(peer.send(b"hello uiw"))
+        peer.send_ulpdu(peer.read_request(r1.stag, r1.addr + 8, 32, sink_stag=0x777, sink_to=5))
+        deadline = time.time() + 30
+        got = []
+        while time.time() < deadline and not any(h.tagged for h, _ in got):
+            msgs, eof, err = peer.recv_messages(timeout=2)
+            got += msgs
+        resp = [(h, p) for h, p in got if h.tagged]
+        self.assertEqual(len(resp), 1, got)
+        h, p = resp[0]
+        # RFC 5040 4.4: the Read Response carries the Data Sink STag/TO of the request.
+        self.assertEqual((h.opcode, h.stag, h.to, h.last, p), (2, 0x777, 5, True, b"\x22" * 32))
+        rep = self.finish(peer)
+        self.assertEqual(rep.region_changed("r0"), (16, 100))
+        self.assertEqual(rep.region_changed("recv"), (9, 0))
+        self.assertIn((0, IBV_WC_SUCCESS, IBV_WC_RECV, 9), rep.wcs())
+
+    def test_bad_crc(self):
+        peer = self.connect()
+        self.attack([peer.send(b"x" * 10)], cause(2, 0, T.kMpaCrc), (False, False, False),
+                    bad_crc=True, peer=peer)
+
+    def test_wrong_ddp_version_untagged(self):
+        peer = self.connect()
+        self.attack([peer.send(b"x" * 10, dv=2)], cause(1, 2, T.kDdpUntaggedInvalidVersion),
+                    (True, True, False), peer=peer)
+
+    def test_wrong_ddp_version_tagged(self):
+        peer = self.connect()
+        r0 = peer.regions["r0"]
+        self.attack([peer.write(r0.stag, r0.addr, b"y" * 8, dv=0)],
+                    cause(1, 1, T.kDdpInvalidVersion), (True, True, False), peer=peer)
+
+    def test_wrong_rdmap_version(self):
+        peer = self.connect()
+        self.attack([peer.send(b"x" * 10, rv=2)], cause(0, 2, T.kInvalidRdmapVersion),
+                    (True, True, False), peer=peer)
+
+    def test_reserved_opcode(self):
+        peer = self.connect()
+        self.attack([peer.send(b"x", op=9)], cause(0, 2, T.kUnexpectedOpcode),
+                    (True, True, False), peer=peer)
+
+    def test_read_response_unsolicited(self):
+        peer = self.connect()
+        r0 = peer.regions["r0"]
+        self.attack([peer.write(r0.stag, r0.addr, b"z" * 8, op=w.Opcode.ReadResponse)],
+                    cause(0, 2, T.kUnexpectedOpcode), (True, True, False), peer=peer)
+
+    def test_invalid_stag(self):
+        peer = self.connect()
+        stags = {r.stag for r in peer.regions.values()}
+        bogus = next(s for s in (0xDEAD0100, 0x0BAD0001, 0x12345600) if s not in stags)
+        self.attack([peer.write(bogus, 0, b"w" * 8)], cause(1, 1, T.kDdpInvalidStag),
+                    (True, True, False), peer=peer)
+
+    def test_wrong_key_byte(self):
+        peer = self.connect()
+        r0 = peer.regions["r0"]
+        self.attack([peer.write(r0.stag ^ 0x01, r0.addr, b"k" * 8)],
+                    cause(1, 1, T.kDdpInvalidStag), (True, True, False), peer=peer)
+
+    def test_write_without_remote_write(self):
+        # r1 is remote-read only; RFC 5041 has no access code, uiw (like siw) says Invalid STag.
+        peer = self.connect()
+        r1 = peer.regions["r1"]
+        self.attack([peer.write(r1.stag, r1.addr, b"a" * 8)], cause(1, 1, T.kDdpInvalidStag),
+                    (True, True, False), peer=peer)
+
+    def test_write_foreign_pd(self):
+        peer = self.connect()
+        r3 = peer.regions["r3"]
+        self.attack([peer.write(r3.stag, r3.addr, b"f" * 8)],
+                    cause(1, 1, T.kDdpStagNotAssociated), (True, True, False), peer=peer)
+
+    def test_offset_past_end(self):
+        peer = self.connect()
+        r0 = peer.regions["r0"]
+        self.attack([peer.write(r0.stag, r0.addr + r0.len - 4, b"o" * 8)],
+                    cause(1, 1, T.kDdpBaseBounds), (True, True, False), peer=peer)
+
+    def test_offset_before_base(self):
+        peer = self.connect()
+        r0 = peer.regions["r0"]
+        self.attack([peer.write(r0.stag, r0.addr - 8, b"o" * 8)],
+                    cause(1, 1, T.kDdpBaseBounds), (True, True, False), peer=peer)
+
+    def test_to_wrap(self):
+        peer = self.connect()
+        r0 = peer.regions["r0"]
+        self.attack([peer.write(r0.stag, 2**64 - 4, b"t" * 8)], cause(1, 1, T.kDdpToWrap),
+                    (True, True, False), peer=peer)
+
+    def test_send_too_long(self):
+        # 1024-octet receive buffers (uiw_hostile_server RECV_LEN).
+        peer = self.connect()
+        self.attack([peer.send(b"L" * 1500)], cause(1, 2, T.kDdpTooLong), (True, True, False),
+                    peer=peer)
+
+    def test_send_mo_out_of_range(self):
+        peer = self.connect()
+        self.attack([peer.send(b"m" * 8, mo=5000)], cause(1, 2, T.kDdpInvalidMo),
+                    (True, True, False), peer=peer)
+
+    def test_length_overflow_across_segments(self):
+        # Two segments of one message whose sum exceeds the 1024-octet buffer: the second one
+        # (MO 600 + 600) is the offending segment; the first was placed.
+        peer = self.connect()
+        first = peer.send(b"1" * 600, msn=1, last=False)
+        second = peer.send(b"2" * 600, msn=1, mo=600)
+        self.attack([first, second], cause(1, 2, T.kDdpTooLong), (True, True, False),
+                    recv_changed=True, peer=peer)
+
+    def test_msn_out_of_range(self):
+        peer = self.connect()
+        self.attack([peer.send(b"s" * 4, msn=7)], cause(1, 2, T.kDdpMsnRange),
+                    (True, True, False), peer=peer)
+
+    def test_wrong_qn(self):
+        peer = self.connect()
+        self.attack([peer.send(b"q" * 4, qn=3)], cause(1, 2, T.kDdpInvalidQn),
+                    (True, True, False), peer=peer)
+
+    def test_no_receive_buffer(self):
+        # 4 receives posted: the 5th Send finds none (RFC 5041 7.1 untagged check 2).
+        peer = self.connect()
+        sends = [peer.send(b"%d" % i) for i in range(5)]
+        self.attack(sends, cause(1, 2, T.kDdpNoBuffer), (True, True, False), recv_changed=True,
+                    successes=4, peer=peer)
+
+    def test_read_request_invalid_stag(self):
+        peer = self.connect()
+        self.attack([peer.read_request(0x0BAD0001, 0, 16)], cause(0, 1, T.kInvalidStag),
+                    (True, True, True), peer=peer)
+
+    def test_read_request_no_remote_read(self):
+        peer = self.connect()
+        r2 = peer.regions["r2"]
+        self.attack([peer.read_request(r2.stag, r2.addr, 16)], cause(0, 1, T.kAccessRights),
+                    (True, True, True), peer=peer)
+
+    def test_read_request_out_of_bounds(self):
+        peer = self.connect()
+        r1 = peer.regions["r1"]
+        self.attack([peer.read_request(r1.stag, r1.addr + r1.len - 8, 16)],
+                    cause(0, 1, T.kBaseBounds), (True, True, True), peer=peer)
+
+    def test_read_request_to_wrap(self):
+        peer = self.connect()
+        r1 = peer.regions["r1"]
+        self.attack([peer.read_request(r1.stag, 2**64 - 8, 16)], cause(0, 1, T.kToWrap),
+                    (True, True, True), peer=peer)
+
+    def test_read_request_beyond_ird(self):
+        # IRD 1 (server -i 1, our ORD 1). A small receive window keeps the first 256 KiB Read
+        # Response in flight while the second Read Request arrives.
+        peer = self.connect(rcvbuf=4096)
+        r1 = peer.regions["r1"]
+        rr1 = peer.read_request(r1.stag, r1.addr, r1.len)
+        rr2 = peer.read_request(r1.stag, r1.addr, 16)
+        peer.sock.sendall(w.encode_fpdu(rr1) + w.encode_fpdu(rr2))
+        self.attack([], cause(1, 2, T.kDdpNoBuffer), (True, True, True), bad=rr2, peer=peer)
+
+    def test_send_inv_foreign_stag(self):
+        # r3 belongs to another PD: uiw refuses to invalidate it (RFC 5040 7.2 checks 4-5).
+        peer = self.connect()
+        r3 = peer.regions["r3"]
+        self.attack([peer.send(b"i" * 4, op=w.Opcode.SendInv, inval=r3.stag)],
+                    cause(0, 1, T.kCannotInvalidate), (True, True, False), recv_changed=True,
+                    peer=peer)
+
+    def test_terminate_out_of_the_blue(self):
+        # RFC 5040 5.4: a received Terminate ends the stream; uiw must not answer it with one.
+        peer = self.connect()
+        peer.send_ulpdu(peer.terminate(w.TerminateCause(0, 2, T.kUnspecified)))
+        msgs, eof, err = peer.recv_messages()
+        self.assertEqual(msgs, [], "uiw answered a Terminate")
+        self.assertTrue(eof)
+        rep = self.finish(peer)
+        self.assert_untouched(rep)
+        self.assert_errored(rep)
+
+    def test_stop_mid_fpdu(self):
+        # Half an FPDU, then FIN: MPA error 1 (RFC 5044 8), sent while we still read.
+        peer = self.connect()
+        peer.send_ulpdu(peer.send(b"h" * 100), partial=40)
+        time.sleep(0.5)
+        peer.shutdown_write()
+        th, t, msgs, eof = peer.expect_terminate()
+        self.assertEqual((t.cause.as_tuple(), t.m, t.d, t.r),
+                         (cause(2, 0, T.kMpaConnectionLost), False, False, False))
+        rep = self.finish(peer)
+        self.assert_untouched(rep)
+        self.assert_errored(rep)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# needs: uiw
+# timeout: 900
+# Hostile peer (pyverbs-tests/hostile): a raw MPA/DDP/RDMAP client on a plain TCP socket against
+# uiw_hostile_server (rdma_cm on uiw0, guarded regions, posted receives). Each case checks the
+# exact Terminate uiw sends, what the server application sees and the guard octets.
+source "$UIW_ROOT/tests/system/lib.sh"
+
+srv=$UIW_BUILD/bin/uiw_hostile_server
+[ -x "$srv" ] || fail "$srv missing: cmake --build \$UIW_BUILD --target uiw_hostile_server"
+ls "$UIW_BUILD"/python/uiwwire*.so >/dev/null 2>&1 ||
+  fail "no uiwwire module in $UIW_BUILD/python: cmake --build \$UIW_BUILD --target uiwwire"
+
+export PYTHONPATH=$UIW_BUILD/python:$UIW_ROOT/pyverbs-tests/hostile UIW_HOSTILE_SERVER=$srv
+export PYTHONDONTWRITEBYTECODE=1
+rc=0
+timeout -k 5 850 /usr/bin/python3 -m unittest -v ${PYVERBS_HOSTILE_TESTS:-test_hostile} \
+  >hostile.log 2>&1 || rc=$?
+show hostile | tail -n 80
+n_ok=$(grep -cE ' \.\.\. ok$' hostile.log || true)
+log "hostile-peer cases passed: $n_ok"
+[ "$rc" = 0 ] || fail "hostile-peer tests failed (rc $rc)"
