@@ -101,7 +101,9 @@ struct uiw_uresp_reg_mr {
  *
  * When the socket is handed over, the kernel has consumed exactly the MPA Request and
  * Reply frames (RFC 5044 §7.1.1, RFC 6581): the next byte read from the socket is the first
- * byte of the peer's first FPDU (its ULPDU_Length). Markers are never negotiated. With
+ * byte of the peer's first FPDU (its ULPDU_Length), or of its first Marker with
+ * UIW_CONN_F_MARKERS_RX (RFC 5044 §4.3: Markers, per direction, count from the first octet
+ * after the MPA frames). With
  * UIW_CONN_F_P2P the initiator's provider sends the RTR FPDU of type `rtr` first; the
  * responder's provider sends nothing before it has received that RTR (RFC 6581). The
  * first message on every untagged DDP queue carries MSN 1 (RFC 5041 §5.1).
@@ -112,6 +114,8 @@ enum uiw_conn_flags {
 	UIW_CONN_F_P2P = 1 << 2,	/* RFC 6581 peer-to-peer mode (RTR) */
 	UIW_CONN_F_INITIATOR = 1 << 3,	/* this side sent the MPA Request */
 	UIW_CONN_F_IPV6 = 1 << 4,	/* addresses are IPv6 (else IPv4-mapped) */
+	UIW_CONN_F_MARKERS_TX = 1 << 5,	/* insert Markers: the peer's frame had M set */
+	UIW_CONN_F_MARKERS_RX = 1 << 6,	/* the peer inserts Markers: our frame had M set */
 };
 
 enum uiw_rtr_type {
