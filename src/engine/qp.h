@@ -32,6 +32,14 @@
 
 namespace uiw::engine {
 
+// SCTP mode: the PPID of a message from Qp::tx_pending(), from the octet after its DDP-SSN.
+// A Session Control message has a zero there (function codes 1-4, RFC 5043 §5.2.3); a DDP
+// Segment has its DDP control octet, never zero as DV is 1 (RFC 5041 §4.1).
+inline uint32_t sctp_ppid_of(uint8_t octet_after_ssn) {
+  return octet_after_ssn ? 16 : 17;
+}
+inline constexpr size_t kSctpRecordHeader = 8;  // rx_feed() record: PPID | length
+
 struct QpConfig {
   uint32_t qp_num = 0;
   uint32_t pd = 0;
@@ -97,15 +105,15 @@ class Qp {
   bool tx_want_shutdown() const { return want_shutdown_; }
 
   // ---- lower-layer side, SCTP mode (ConnParams::llp == Llp::Sctp; RFC 5043, qp_sctp.cpp)
-  // tx_pending() returns the iovecs of exactly one message: a DDP Segment Chunk (DDP-SSN, then
-  // one DDP segment; PPID 16, unordered). Send it whole, then tx_commit(its length).
+  // tx_pending() returns the iovecs of exactly one SCTP message per call: a DDP Segment Chunk
+  // (DDP-SSN, then one DDP segment; PPID 16) or, once the Qp wants its sending side shut, the
+  // DDP Stream Session Terminate (PPID 17, RFC 5043 §6.2). sctp_ppid_of() tells which. Send each
+  // whole and unordered, then tx_commit(its length).
   // rx_feed_message() consumes one whole received message (MSG_EOR seen) and its PPID; messages
   // may arrive in any order (unordered chunks) and are processed in DDP-SSN order.
+  // rx_feed() in SCTP mode takes the same messages as records, for byte-stream drivers
+  // (runtime::Connection over transport::SctpStream): PPID (be32) | length (be32) | message.
   void rx_feed_message(uint32_t ppid, std::span<const uint8_t> msg);
-  // The DDP Stream Session Terminate (PPID 17) to send once tx_want_shutdown() && tx_idle()
-  // (RFC 5043 §6.2: "At least one side MUST send a DDP Stream Terminate"); empty after the
-  // first call, and in MPA mode.
-  std::span<const uint8_t> sctp_session_terminate();
   // Out-of-order messages held for reordering (tests, diagnostics).
   size_t sctp_held() const { return sctp_hold_.size(); }
 
@@ -195,6 +203,8 @@ class Qp {
   void sctp_start();
   void sctp_end_slot(TxSlot& s);
   void sctp_process(uint32_t ppid, std::span<const uint8_t> msg);
+  void sctp_fill_tx();
+  size_t sctp_rx_records(std::span<const uint8_t> in);
 
   QpConfig cfg_;
   ConnParams params_;
@@ -270,7 +280,8 @@ class Qp {
   std::map<uint16_t, std::pair<uint32_t, std::vector<uint8_t>>> sctp_hold_;
   size_t sctp_held_bytes_ = 0;
   bool sctp_term_built_ = false;
-  std::array<uint8_t, 4> sctp_term_msg_{};
+  bool sctp_inner_ = false;           // rx_feed() called by sctp_process(): plain bytes
+  std::vector<uint8_t> sctp_record_;  // a record split across rx_feed() calls
 
   // Errors: the first cause wins (RDMAP §7.1 item 24).
   std::optional<wire::TerminateMessage> term_sent_;

@@ -154,6 +154,7 @@ Qp::RxNeed Qp::rx_need() {
 }
 
 size_t Qp::rx_feed(std::span<const uint8_t> in) {
+  if (params_.llp == Llp::Sctp && !sctp_inner_) return sctp_rx_records(in);
   size_t used = 0;
   while (used < in.size()) {
     const RxNeed need = rx_need();

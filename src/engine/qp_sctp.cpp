@@ -52,13 +52,47 @@ void Qp::sctp_end_slot(TxSlot& s) {
   ++stats_.tx_fpdus;
 }
 
-std::span<const uint8_t> Qp::sctp_session_terminate() {
-  if (params_.llp != Llp::Sctp || sctp_term_built_) return {};
+// RFC 5043 §6.2: "At least one side MUST send a DDP Stream Terminate"; it is the last chunk of
+// our side of the session (after any RDMAP Terminate, which is simply another DDP Segment), sent
+// once everything before it was accepted, in place of a TCP FIN.
+void Qp::sctp_fill_tx() {
+  if (!want_shutdown_ || slots_used_ != 0 || sctp_term_built_) return;
   sctp_term_built_ = true;
-  // RFC 5043 §5.2.3: Function Code 4, no Private Data; it is the session's last chunk.
-  wire::SessionControl sc{sctp_tx_ssn_++, wire::SessionFunction::Terminate, {}};
-  const size_t n = wire::encode_session_control(sctp_term_msg_, sc);
-  return {sctp_term_msg_.data(), n};
+  TxSlot& s = begin_slot(SlotDone::None, 0);
+  // Function Code 4, no Private Data (§5.2.3).
+  const size_t n = wire::encode_session_control(
+      {s.hdr, sizeof s.hdr}, {sctp_tx_ssn_++, wire::SessionFunction::Terminate, {}});
+  append(s, s.hdr, n);
+}
+
+size_t Qp::sctp_rx_records(std::span<const uint8_t> in) {
+  if (state_ == QpState::Idle) return 0;  // not reading yet, like the byte-stream parser
+  size_t used = 0;
+  while (used < in.size()) {
+    std::span<const uint8_t> rest = in.subspan(used);
+    if (sctp_record_.empty() && rest.size() >= kSctpRecordHeader) {
+      const size_t len = wire::load_be32(rest.data() + 4);
+      if (rest.size() >= kSctpRecordHeader + len) {  // whole record in place: no copy
+        rx_feed_message(wire::load_be32(rest.data()), rest.subspan(kSctpRecordHeader, len));
+        used += kSctpRecordHeader + len;
+        continue;
+      }
+    }
+    // Gather a split record.
+    size_t want = kSctpRecordHeader;
+    if (sctp_record_.size() >= kSctpRecordHeader) want += wire::load_be32(sctp_record_.data() + 4);
+    const size_t k = std::min(want - sctp_record_.size(), rest.size());
+    sctp_record_.insert(sctp_record_.end(), rest.begin(), rest.begin() + k);
+    used += k;
+    if (sctp_record_.size() >= kSctpRecordHeader &&
+        sctp_record_.size() == kSctpRecordHeader + wire::load_be32(sctp_record_.data() + 4)) {
+      std::vector<uint8_t> rec;
+      rec.swap(sctp_record_);
+      rx_feed_message(wire::load_be32(rec.data()),
+                      {rec.data() + kSctpRecordHeader, rec.size() - kSctpRecordHeader});
+    }
+  }
+  return used;
 }
 
 void Qp::rx_feed_message(uint32_t ppid, std::span<const uint8_t> msg) {
@@ -129,9 +163,11 @@ void Qp::sctp_process(uint32_t ppid, std::span<const uint8_t> msg) {
   wire::store_be16(len, static_cast<uint16_t>(seg.size()));
   static constexpr uint8_t kZeros[8] = {};
   const size_t trailer = wire::fpdu_pad(seg.size()) + wire::kCrcSize;
+  sctp_inner_ = true;
   rx_feed({len, sizeof len});
   rx_feed(seg);
   rx_feed({kZeros, trailer});
+  sctp_inner_ = false;
   // rx_bytes counts what arrived, not the synthetic framing (+2 SSN, -2 length, -trailer).
   stats_.rx_bytes -= trailer;
 }

@@ -22,6 +22,7 @@ wire::Opcode send_opcode(const SendWr& wr) {
 
 std::span<const iovec> Qp::tx_pending() {
   fill_tx();
+  if (params_.llp == Llp::Sctp) sctp_fill_tx();
   size_t n = std::min(tx_iov_end_ - tx_iov_begin_, kIovMax);
   // SCTP: one message per call, so the I/O edge keeps message boundaries (RFC 5043 §4).
   if (params_.llp == Llp::Sctp && slots_used_ > 0) n = std::min(n, slots_[slot_head_].iov_count);

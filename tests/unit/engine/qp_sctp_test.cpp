@@ -41,23 +41,24 @@ struct MsgPump {
     while (out.size() < batch) {
       std::span<const iovec> iov = x.qp->tx_pending();
       if (iov.empty()) break;
-      Msg m{wire::kPpidDdpSegment, {}};
+      Msg m{0, {}};
       for (const iovec& v : iov) {
         const auto* p = static_cast<const uint8_t*>(v.iov_base);
         m.bytes.insert(m.bytes.end(), p, p + v.iov_len);
       }
+      EXPECT_GE(m.bytes.size(), 4u);
+      m.ppid = sctp_ppid_of(m.bytes.at(2));
       x.qp->tx_commit(m.bytes.size());
       out.push_back(std::move(m));
     }
-    if (out.empty() && !fin && x.qp->tx_want_shutdown() && x.qp->tx_idle()) {
-      fin = true;
-      std::span<const uint8_t> t = x.qp->sctp_session_terminate();
-      if (!t.empty()) out.push_back({wire::kPpidSessionControl, {t.begin(), t.end()}});
-    }
+    // An SCTP SHUTDOWN: the peer reads end-of-stream after the last message.
+    const bool shut = !fin && x.qp->tx_want_shutdown() && x.qp->tx_idle();
+    if (shut) fin = true;
     log.insert(log.end(), out.begin(), out.end());
     if (reverse) std::reverse(out.begin(), out.end());
     for (const Msg& m : out) y.qp->rx_feed_message(m.ppid, m.bytes);
-    return out.size();
+    if (shut) y.qp->rx_eof();
+    return out.size() + shut;
   }
   void run() {
     for (int i = 0; i < 10000000; ++i)
@@ -213,7 +214,8 @@ TEST_P(QpSctpOpsTest, GracefulCloseEndsWithSessionTerminate) {
   auto rc = b.poll_recv();
   ASSERT_EQ(rc.size(), 1u);
   EXPECT_EQ(rc[0].status, WcStatus::WrFlushErr);
-  EXPECT_TRUE(a.qp->sctp_session_terminate().empty());  // only once
+  EXPECT_TRUE(pump.fin_ab);
+  EXPECT_TRUE(a.qp->tx_pending().empty());  // only once
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, QpSctpOpsTest,
@@ -410,6 +412,61 @@ TEST_F(QpSctpTest, PeerSessionTerminateFlushesReceives) {
   // Anything after the session's last chunk is dropped.
   b.qp->rx_feed_message(16, std::vector<uint8_t>{0x00, 0x02, 0xC1, 0x40});
   EXPECT_FALSE(b.qp->terminate_sent().has_value());
+}
+
+}  // namespace
+}  // namespace uiw::engine::test
+
+namespace uiw::engine::test {
+namespace {
+
+// The record form of rx_feed() (what runtime::Connection hands over from transport::SctpStream):
+// records split at every size from 1 octet up still deliver every message exactly once.
+TEST(QpSctpRecordTest, RecordsSplitAnywhereDeliverInOrder) {
+  for (size_t chunk : {1u, 3u, 7u, 64u, 100000u}) {
+    Side a(1), b(2);
+    sctp_connect(a, b, 1452);
+    std::vector<uint8_t> src(5000), dst(5000);
+    fill_pattern(src, 11);
+    RecvWr r;
+    r.wr_id = 42;
+    r.num_sge = 1;
+    r.sg_list[0] = sge_of(dst, b.reg_mr(dst, kLocalWrite));
+    ASSERT_EQ(b.qp->post_recv(r), 0);
+    SendWr w;
+    w.num_sge = 1;
+    w.sg_list[0] = sge_of(src, a.reg_mr(src, 0));
+    ASSERT_EQ(a.qp->post_send(w), 0);
+    std::vector<uint8_t> stream;
+    for (std::span<const iovec> iov = a.qp->tx_pending(); !iov.empty(); iov = a.qp->tx_pending()) {
+      std::vector<uint8_t> m;
+      for (const iovec& v : iov)
+        m.insert(m.end(), static_cast<uint8_t*>(v.iov_base),
+                 static_cast<uint8_t*>(v.iov_base) + v.iov_len);
+      a.qp->tx_commit(m.size());
+      uint8_t hdr[kSctpRecordHeader];
+      wire::store_be32(hdr, sctp_ppid_of(m[2]));                   // PPID
+      wire::store_be32(hdr + 4, static_cast<uint32_t>(m.size()));  // message length
+      stream.insert(stream.end(), hdr, hdr + sizeof hdr);
+      stream.insert(stream.end(), m.begin(), m.end());
+    }
+    EXPECT_EQ(a.qp->stats().tx_fpdus, 4u);  // 5000 octets in 1452-octet segments
+    for (size_t off = 0; off < stream.size(); off += chunk) {
+      const size_t k = std::min(chunk, stream.size() - off);
+      ASSERT_EQ(b.qp->rx_feed({stream.data() + off, k}), k);
+    }
+    auto rc = b.poll_recv();
+    ASSERT_EQ(rc.size(), 1u) << "chunk " << chunk;
+    EXPECT_EQ(rc[0].byte_len, 5000u);
+    EXPECT_EQ(dst, src);
+    EXPECT_EQ(b.qp->state(), QpState::Rts);
+  }
+}
+
+TEST(QpSctpRecordTest, NotStartedQpReadsNothing) {
+  Side b(2);
+  const uint8_t rec[] = {0, 0, 0, 16, 0, 0, 0, 0};
+  EXPECT_EQ(b.qp->rx_feed(rec), 0u);
 }
 
 }  // namespace
