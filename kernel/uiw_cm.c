@@ -402,7 +402,9 @@ void uiw_cep_enter_rdma_mode(struct uiw_cep *cep)
 	info->flags = (p->crc ? UIW_CONN_F_CRC : 0) |
 		      (p->enhanced ? UIW_CONN_F_ENHANCED : 0) |
 		      (p->p2p ? UIW_CONN_F_P2P : 0) |
-		      (cep->active ? UIW_CONN_F_INITIATOR : 0);
+		      (cep->active ? UIW_CONN_F_INITIATOR : 0) |
+		      (p->markers_tx ? UIW_CONN_F_MARKERS_TX : 0) |
+		      (p->markers_rx ? UIW_CONN_F_MARKERS_RX : 0);
 	if (local.ss_family == AF_INET6 &&
 	    !ipv6_addr_v4mapped(&((struct sockaddr_in6 *)&local)->sin6_addr))
 		info->flags |= UIW_CONN_F_IPV6;

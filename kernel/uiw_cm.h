@@ -55,6 +55,9 @@ struct uiw_cep_params {
 	bool enhanced;
 	bool p2p;
 	u8 rtr;			/* enum uiw_rtr_type */
+	u8 rtr_offer;		/* initiator: UIW_MPA_RTR_* offered in peer-to-peer mode */
+	bool markers_tx;	/* the peer's frame had M: insert Markers (RFC 5044 §4.3) */
+	bool markers_rx;	/* our frame had M: the peer inserts Markers */
 	u32 ird;
 	u32 ord;
 };

@@ -9,13 +9,19 @@
  *     (default on), peer-to-peer mode is requested offering zero-length Write and Read
  *     RTRs. The responder answers with the Request's revision (1 or 2; others are
  *     closed), echoes peer-to-peer mode only if asked, and picks Write RTR over Read RTR.
- *     A Request offering only Send RTR is rejected: a Send RTR would consume a receive
- *     the application posted.
+ *     `mpa_rtr` (1 Write, 2 Read, 3 both: default) limits the RTR types the initiator
+ *     offers and the responder accepts. A Request offering no acceptable type (e.g. only
+ *     Send RTR, which would consume a receive the application posted) is rejected.
  *   - IRD/ORD (RFC 6581), relaxed: a side never uses an ORD above the peer's IRD and
  *     raises its own IRD up to the peer's ORD within the device limit, else it fails.
  *   - CRC (RFC 5044 §7.1.1): requested when `mpa_crc` is set; used when either side asks.
- *   - Markers: never. A Request demanding Markers is rejected, a Reply demanding them
- *     fails the connection.
+ *   - Markers (RFC 5044 §4.3, §7.1.1; M is the receiver's demand, per direction):
+ *     `mpa_markers` bit 1 sets M in our Request, bit 2 in our Reply (the peer must then
+ *     insert Markers towards us). A peer's M is honoured (the provider inserts Markers:
+ *     "All MPA senders MUST be able to generate Markers", §4.3) unless bit 4 (refuse) is
+ *     set: then a Request with M gets a Reply with R set (the connection is refused,
+ *     §7.1.2) and a Reply with M fails the connection (TCP closed, rdma_cm sees an error).
+ *     Default 0: never ask, always honour.
  *   - Private data: at most 255 bytes of ULP data per frame (iw_cm carries its length in
  *     a u8); a peer sending more is refused.
  */
@@ -41,9 +47,18 @@ static bool mpa_p2p = true;
 module_param(mpa_p2p, bool, 0644);
 MODULE_PARM_DESC(mpa_p2p, "Initiator requests RFC 6581 peer-to-peer mode (Write or Read RTR)");
 
+static uint mpa_rtr = UIW_MPA_RTR_WRITE | UIW_MPA_RTR_READ;
+module_param(mpa_rtr, uint, 0644);
+MODULE_PARM_DESC(mpa_rtr, "RFC 6581 RTR types offered (initiator) and accepted (responder): 1 zero-length Write, 2 zero-length Read, 3 both (default)");
+
+static uint mpa_markers;
+module_param(mpa_markers, uint, 0644);
+MODULE_PARM_DESC(mpa_markers, "MPA Markers (RFC 5044): 1 ask for them as initiator, 2 as responder, 4 refuse a peer that asks (default 0: never ask, insert them when asked)");
+
 static u16 uiw_mpa_bits(const struct uiw_cep_params *p)
 {
 	return p->rev | (p->crc ? UIW_MPA_CRC : 0) |
+	       (p->markers_rx ? UIW_MPA_MARKERS : 0) |
 	       (p->enhanced ? UIW_MPA_ENHANCED : 0);
 }
 
@@ -192,6 +207,7 @@ static void uiw_cm_proc_request(struct uiw_cep *cep)
 	u8 rev = uiw_mpa_rev(rx->bits);
 	const u8 *pd = rx->pd;
 	u16 pd_len = rx->pd_len;
+	uint markers, rtr_ok;
 	bool linked;
 
 	uiw_cep_cancel_timer(cep);
@@ -212,14 +228,25 @@ static void uiw_cm_proc_request(struct uiw_cep *cep)
 	/* RFC 5044 §7.1.1: CRCs are used if either side asks for them. */
 	p->crc = READ_ONCE(mpa_crc) || (rx->bits & UIW_MPA_CRC);
 	p->p2p = p->enhanced && cep->peer_v2.p2p;
+	/* RFC 5044 §7.1.1: M declares what its sender wants to receive, per direction. */
+	markers = READ_ONCE(mpa_markers);
+	p->markers_tx = rx->bits & UIW_MPA_MARKERS;
+	p->markers_rx = markers & UIW_MARKERS_ASK_RESPONDER;
+	/* RFC 6581: pick one offered RTR type we accept; Write costs the peer nothing. */
+	rtr_ok = READ_ONCE(mpa_rtr);
+	p->rtr = UIW_RTR_NONE;
+	if (p->p2p && cep->peer_v2.write_rtr && (rtr_ok & UIW_MPA_RTR_WRITE))
+		p->rtr = UIW_RTR_WRITE;
+	else if (p->p2p && cep->peer_v2.read_rtr && (rtr_ok & UIW_MPA_RTR_READ))
+		p->rtr = UIW_RTR_READ;
 
 	/*
-	 * Well-formed but unacceptable (RFC 5044 §7.1.2): Markers requested (M, §7.1.1;
-	 * uiw never sends Markers), more private data than iw_cm can carry, or peer-to-peer
-	 * mode with no RTR type uiw accepts.
+	 * Well-formed but unacceptable (RFC 5044 §7.1.2): Markers requested while the policy
+	 * refuses them, more private data than iw_cm can carry, or peer-to-peer mode with no
+	 * RTR type uiw accepts.
 	 */
-	if ((rx->bits & UIW_MPA_MARKERS) || pd_len > UIW_MAX_PRIVATE_DATA ||
-	    (p->p2p && !cep->peer_v2.write_rtr && !cep->peer_v2.read_rtr)) {
+	if ((p->markers_tx && (markers & UIW_MARKERS_REFUSE)) ||
+	    pd_len > UIW_MAX_PRIVATE_DATA || (p->p2p && p->rtr == UIW_RTR_NONE)) {
 		uiw_cm_send_reject(cep, NULL, 0);
 		linked = uiw_cep_unlink_child(cep);
 		uiw_cep_finish(cep, false);
@@ -258,8 +285,8 @@ void uiw_cm_send_request(struct uiw_cep *cep)
 		.ird = p->ird,
 		.ord = p->ord,
 		.p2p = p->p2p,
-		.write_rtr = p->p2p,
-		.read_rtr = p->p2p,
+		.write_rtr = p->rtr_offer & UIW_MPA_RTR_WRITE,
+		.read_rtr = p->rtr_offer & UIW_MPA_RTR_READ,
 	};
 
 	if (uiw_mpa_send(cep->sock, true, uiw_mpa_bits(p),
@@ -302,8 +329,12 @@ static void uiw_cm_proc_reply(struct uiw_cep *cep)
 		uiw_cep_finish(cep, false);
 		return;
 	}
-	/* RFC 5044 §7.1.1: M in the Reply asks for Markers, which uiw never sends. */
-	if (rx->bits & UIW_MPA_MARKERS)
+	/*
+	 * RFC 5044 §7.1.1: M in the Reply demands Markers from us. Refused by policy: the
+	 * connection fails (TCP closed, error to the ULP), as for an unacceptable Reply.
+	 */
+	p->markers_tx = rx->bits & UIW_MPA_MARKERS;
+	if (p->markers_tx && (READ_ONCE(mpa_markers) & UIW_MARKERS_REFUSE))
 		goto proto;
 
 	p->rev = rev;
@@ -314,7 +345,9 @@ static void uiw_cm_proc_reply(struct uiw_cep *cep)
 		p->rtr = UIW_RTR_NONE;
 	} else {
 		/* RFC 6581: exactly one of the RTR types we offered (Write, Read). */
-		if (!p->p2p || v2.send_rtr || v2.write_rtr == v2.read_rtr)
+		if (!p->p2p || v2.send_rtr || v2.write_rtr == v2.read_rtr ||
+		    (v2.write_rtr && !(p->rtr_offer & UIW_MPA_RTR_WRITE)) ||
+		    (v2.read_rtr && !(p->rtr_offer & UIW_MPA_RTR_READ)))
 			goto proto;
 		p->rtr = v2.write_rtr ? UIW_RTR_WRITE : UIW_RTR_READ;
 	}
@@ -417,7 +450,9 @@ int uiw_iw_connect(struct iw_cm_id *id, struct iw_cm_conn_param *param)
 	p->rev = clamp_t(uint, READ_ONCE(mpa_rev), UIW_MPA_REV1, UIW_MPA_REV2);
 	p->enhanced = p->rev == UIW_MPA_REV2;
 	p->crc = READ_ONCE(mpa_crc);
-	p->p2p = p->enhanced && READ_ONCE(mpa_p2p);
+	p->rtr_offer = READ_ONCE(mpa_rtr) & (UIW_MPA_RTR_WRITE | UIW_MPA_RTR_READ);
+	p->p2p = p->enhanced && READ_ONCE(mpa_p2p) && p->rtr_offer;
+	p->markers_rx = READ_ONCE(mpa_markers) & UIW_MARKERS_ASK_INITIATOR;
 	p->ird = param->ird;
 	p->ord = param->ord;
 	/* RFC 6581: a Read RTR uses one ORD credit. */
@@ -523,13 +558,9 @@ int uiw_iw_accept(struct iw_cm_id *id, struct iw_cm_conn_param *param)
 				goto refuse;
 			p->ird = cep->peer_v2.ord;
 		}
-		if (p->p2p) {
-			/* RFC 6581: pick one offered RTR; Write costs the peer nothing. */
-			p->rtr = cep->peer_v2.write_rtr ? UIW_RTR_WRITE :
-							  UIW_RTR_READ;
-			if (p->rtr == UIW_RTR_READ && !p->ird)
-				p->ird = 1;
-		}
+		/* The RTR type was chosen with the Request; a Read RTR needs one IRD. */
+		if (p->rtr == UIW_RTR_READ && !p->ird)
+			p->ird = 1;
 		v2.ird = p->ird;
 		v2.ord = p->ord;
 		v2.p2p = p->p2p;

@@ -33,6 +33,15 @@
 #define UIW_MPA_V2_READ_RTR 0x4000	/* D, in the ORD half: zero-length Read RTR */
 #define UIW_MPA_V2_MASK 0x3fff
 
+/* Values of the mpa_rtr module parameter: the RTR types offered / accepted. */
+#define UIW_MPA_RTR_WRITE 0x1
+#define UIW_MPA_RTR_READ 0x2
+
+/* Bits of the mpa_markers module parameter (policy in uiw_cm_conn.c). */
+#define UIW_MARKERS_ASK_INITIATOR 0x1	/* M in our Request */
+#define UIW_MARKERS_ASK_RESPONDER 0x2	/* M in our Reply */
+#define UIW_MARKERS_REFUSE 0x4		/* never insert Markers for a peer that asks */
+
 struct uiw_mpa_v2 {
 	u16 ird;
 	u16 ord;

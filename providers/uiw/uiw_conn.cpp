@@ -89,9 +89,11 @@ engine::RtrType map_rtr(uint8_t rtr) {
 engine::ConnParams conn_params(const uiw_conn_info& info, const transport::ByteStream& s) {
   engine::ConnParams p;
   p.crc = info.flags & UIW_CONN_F_CRC;
-  p.markers_tx = p.markers_rx = false;  // uiw.ko never negotiates markers
+  // RFC 5044 §7.1.1: each side's M bit asks the other to insert Markers (per direction).
+  p.markers_tx = info.flags & UIW_CONN_F_MARKERS_TX;
+  p.markers_rx = info.flags & UIW_CONN_F_MARKERS_RX;
   // RFC 5044 §4.5 / §3: the largest ULPDU that fits one TCP segment of the current EMSS.
-  p.mulpdu = wire::mulpdu_for_emss(s.emss(), false);
+  p.mulpdu = wire::mulpdu_for_emss(s.emss(), p.markers_tx);
   p.ord = info.ord;
   p.ird = info.ird;
   p.initiator = info.flags & UIW_CONN_F_INITIATOR;
