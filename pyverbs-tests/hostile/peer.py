@@ -195,6 +195,8 @@ class ServerProc:
     def __init__(self, path, addr, port, args=(), env=None):
         self.lines = queue.Queue()
         self.log = []
+        self.requests = 0  # "request" lines seen (connections the application was told of)
+        self.dones = 0  # "done" lines seen (connections it finished)
         self.proc = subprocess.Popen([path, "-a", addr, "-p", str(port), *args],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, env=env)
@@ -205,6 +207,10 @@ class ServerProc:
         for line in self.proc.stdout:
             line = line.rstrip("\n")
             self.log.append(line)
+            if line.startswith("request "):
+                self.requests += 1
+            elif line.startswith("done "):
+                self.dones += 1
             self.lines.put(line)
         self.lines.put(None)
 
@@ -226,6 +232,20 @@ class ServerProc:
             got.append(line)
             if re.search(regex, line):
                 return got
+
+    def sync(self, timeout=90):
+        """Waits until the server has finished every connection it was told of (a failed test
+        may leave one behind), then forgets the lines read so far."""
+        deadline = time.time() + timeout
+        while self.dones < self.requests and time.time() < deadline:
+            time.sleep(0.1)
+        if self.dones < self.requests:
+            raise AssertionError(f"server still busy after {timeout}s: {self.log[-10:]}")
+        while True:
+            try:
+                self.lines.get_nowait()
+            except queue.Empty:
+                return
 
     def quiet_for(self, secs):
         """Returns every line printed in the next secs seconds."""
