@@ -116,6 +116,7 @@ enum uiw_conn_flags {
 	UIW_CONN_F_IPV6 = 1 << 4,	/* addresses are IPv6 (else IPv4-mapped) */
 	UIW_CONN_F_MARKERS_TX = 1 << 5,	/* insert Markers: the peer's frame had M set */
 	UIW_CONN_F_MARKERS_RX = 1 << 6,	/* the peer inserts Markers: our frame had M set */
+	UIW_CONN_F_SCTP = 1 << 7,	/* DDP over SCTP (RFC 5043): no MPA framing */
 };
 
 enum uiw_rtr_type {

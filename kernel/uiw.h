@@ -85,6 +85,7 @@ struct uiw_dev {
 	/* Connection endpoints of this device (uiw_cm.c). */
 	spinlock_t cep_lock;
 	struct list_head cep_list;
+	bool llp_sctp;			/* new connections over SCTP (uiw_sctp.c) */
 	struct xarray cep_xa;		/* ids of endpoints awaiting iw_accept/iw_reject */
 	u32 cep_next;
 };

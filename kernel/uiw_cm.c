@@ -14,6 +14,7 @@
 #include <net/tcp.h>
 
 #include "uiw_cm.h"
+#include "uiw_sctp.h"
 
 /* Ordered: one endpoint event at a time, in the order they were posted. */
 static struct workqueue_struct *uiw_cm_wq;
@@ -224,13 +225,21 @@ int uiw_sock_create(struct uiw_dev *udev, int family, struct socket **s)
 	 * A user socket (kern = 0) in the netdev's namespace: it pins the namespace, so it
 	 * may be handed to user space (KERNEL_HELPER.md §3.2).
 	 */
+	int proto = uiw_llp_protocol(udev);	/* TCP, or SCTP (uiw_sctp.c) */
 	int rv = __sock_create(dev_net(udev->netdev), family, SOCK_STREAM,
-			       IPPROTO_TCP, s, 0);
+			       proto, s, 0);
 
 	if (rv)
 		return rv;
 	sock_set_reuseaddr((*s)->sk);
-	return 0;
+	if (proto == IPPROTO_SCTP) {
+		rv = uiw_sctp_sock_setup(*s);
+		if (rv) {
+			sock_release(*s);
+			*s = NULL;
+		}
+	}
+	return rv;
 }
 
 int uiw_addr_len(const struct sockaddr_storage *a)
@@ -405,6 +414,8 @@ void uiw_cep_enter_rdma_mode(struct uiw_cep *cep)
 		      (cep->active ? UIW_CONN_F_INITIATOR : 0) |
 		      (p->markers_tx ? UIW_CONN_F_MARKERS_TX : 0) |
 		      (p->markers_rx ? UIW_CONN_F_MARKERS_RX : 0);
+	if (uiw_cep_sctp(cep))
+		info->flags |= UIW_CONN_F_SCTP;
 	if (local.ss_family == AF_INET6 &&
 	    !ipv6_addr_v4mapped(&((struct sockaddr_in6 *)&local)->sin6_addr))
 		info->flags |= UIW_CONN_F_IPV6;

@@ -69,6 +69,7 @@ struct uiw_cep {
 	struct list_head dev_entry;	/* udev->cep_list, under udev->cep_lock */
 	enum uiw_cep_state state;
 	bool active;			/* this side sends the MPA Request */
+	bool sctp_ddp_peer;		/* SCTP: peer's Adaptation Indication is DDP */
 	u32 id;				/* udev->cep_xa id while awaiting accept/reject */
 
 	struct iw_cm_id *cm_id;		/* add_ref() held while set */

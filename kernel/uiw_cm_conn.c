@@ -34,6 +34,7 @@
 #include <net/tcp.h>
 
 #include "uiw_cm.h"
+#include "uiw_sctp.h"
 
 static uint mpa_rev = UIW_MPA_REV2;
 module_param(mpa_rev, uint, 0644);
@@ -122,6 +123,10 @@ static void uiw_cm_send_reject(struct uiw_cep *cep, const void *pd, u8 pd_len)
 	u16 bits = uiw_mpa_rev(cep->req_bits) | UIW_MPA_REJECT |
 		   (enhanced ? UIW_MPA_ENHANCED : 0);
 
+	if (uiw_cep_sctp(cep)) {	/* RFC 5043 Session Reject */
+		uiw_sctp_send_reject(cep, pd, pd_len);
+		return;
+	}
 	if (cep->sock)
 		uiw_mpa_send(cep->sock, false, bits, enhanced ? &v2 : NULL, pd,
 			     pd_len);
@@ -157,7 +162,7 @@ void uiw_cm_listen_accept(struct uiw_cep *lcep)
 		lcep->num_children++;
 		spin_unlock_bh(&udev->cep_lock);
 
-		tcp_sock_set_nodelay(s->sk);
+		uiw_sock_set_nodelay(s);
 		cep->state = UIW_CEP_AWAIT_MPAREQ;
 		/* The child inherited the listener's callback: restore the listener's original. */
 		uiw_sk_assoc(cep, s, UIW_SK_MPA, lcep->sk_data_ready);
@@ -289,7 +294,8 @@ void uiw_cm_send_request(struct uiw_cep *cep)
 		.read_rtr = p->rtr_offer & UIW_MPA_RTR_READ,
 	};
 
-	if (uiw_mpa_send(cep->sock, true, uiw_mpa_bits(p),
+	if (uiw_cep_sctp(cep) ? uiw_sctp_send_initiate(cep) :
+	    uiw_mpa_send(cep->sock, true, uiw_mpa_bits(p),
 			 p->enhanced ? &v2 : NULL, cep->tx_pd, cep->tx_pd_len)) {
 		uiw_cep_active_fail(cep, -ECONNRESET);
 		return;
@@ -384,7 +390,9 @@ void uiw_cm_read(struct uiw_cep *cep)
 	else
 		return;
 
-	rv = uiw_mpa_recv(cep->sock, &cep->rx, request);
+	/* Over SCTP the frame is a Session Control message (uiw_sctp.c). */
+	rv = uiw_cep_sctp(cep) ? uiw_sctp_recv_frame(cep, &cep->rx, request) :
+				 uiw_mpa_recv(cep->sock, &cep->rx, request);
 	if (rv == -EAGAIN)
 		return;
 	if (rv) {
@@ -484,7 +492,7 @@ int uiw_iw_connect(struct iw_cm_id *id, struct iw_cm_conn_param *param)
 		sock_release(s);
 		goto fail;
 	}
-	tcp_sock_set_nodelay(s->sk);
+	uiw_sock_set_nodelay(s);
 
 	cep->cm_id = id;
 	id->add_ref(id);
@@ -567,9 +575,13 @@ int uiw_iw_accept(struct iw_cm_id *id, struct iw_cm_conn_param *param)
 		v2.write_rtr = p->rtr == UIW_RTR_WRITE;
 		v2.read_rtr = p->rtr == UIW_RTR_READ;
 	}
-	rv = uiw_mpa_send(cep->sock, false, uiw_mpa_bits(p),
-			  p->enhanced ? &v2 : NULL, param->private_data,
-			  param->private_data_len);
+	if (uiw_cep_sctp(cep))
+		rv = uiw_sctp_send_accept(cep, &v2, param->private_data,
+					  param->private_data_len);
+	else
+		rv = uiw_mpa_send(cep->sock, false, uiw_mpa_bits(p),
+				  p->enhanced ? &v2 : NULL, param->private_data,
+				  param->private_data_len);
 	if (rv)
 		goto fail;
 

@@ -15,6 +15,7 @@
 #include <rdma/rdma_netlink.h>
 
 #include "uiw.h"
+#include "uiw_sctp.h"
 #include "uiw_cm.h"
 
 MODULE_AUTHOR("uiw developers");
@@ -338,6 +339,7 @@ static struct uiw_dev *uiw_dev_alloc(struct net_device *netdev)
 
 	ib_set_device_ops(ibdev, &uiw_device_ops);
 	ib_set_device_ops(ibdev, &uiw_main_ops);
+	ib_set_device_ops(ibdev, &uiw_sctp_dev_ops);	/* sysfs `llp` */
 
 	uiw_gid_collect(netdev, udev->gid);
 	return udev;
