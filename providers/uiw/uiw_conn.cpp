@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "transport/byte_stream.h"
+#include "transport/sctp_stream.h"
 #include "uiw.h"
 #include "wire/mpa.h"
 
@@ -99,6 +100,12 @@ engine::ConnParams conn_params(const uiw_conn_info& info, const transport::ByteS
   p.initiator = info.flags & UIW_CONN_F_INITIATOR;
   p.mpa_revision = info.mpa_rev;
   p.rtr = (info.flags & UIW_CONN_F_P2P) ? map_rtr(info.rtr) : engine::RtrType::None;
+  if (info.flags & UIW_CONN_F_SCTP) {
+    // RFC 5043: one DDP segment per SCTP message, at most the association's maximum
+    // (SctpStream::emss); the Qp ignores the MPA fields.
+    p.llp = engine::Llp::Sctp;
+    p.mulpdu = s.emss();
+  }
   return p;
 }
 
@@ -126,7 +133,11 @@ bool attach_socket(Context* ctx, Qp* qp) {
     return true;
   }
   try {
-    auto stream = std::make_unique<transport::TcpStream>(fd);
+    std::unique_ptr<transport::ByteStream> stream;
+    if (info.flags & UIW_CONN_F_SCTP)
+      stream = std::make_unique<transport::SctpStream>(fd);
+    else
+      stream = std::make_unique<transport::TcpStream>(fd);
     const engine::ConnParams p = conn_params(info, *stream);
     qp->eqp->start(p);
     qp->conn = std::make_unique<runtime::Connection>(qp->eqp.get(), std::move(stream));
