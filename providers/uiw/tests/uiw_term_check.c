@@ -1,0 +1,304 @@
+/*
+ * uiw_term_check: provokes an RDMAP Terminate (RFC 5040 §7.1) over any iWARP device with rdma_cm,
+ * for the interop system tests (tests/system/interop_terminate.sh, tshark_*.sh).
+ *
+ *   uiw_term_check server BIND_ADDR PORT
+ *   uiw_term_check client BIND_ADDR SERVER_ADDR PORT write|read
+ *
+ * The server registers a 4 KiB buffer with remote read and write access, posts one receive and
+ * accepts one connection, sending its buffer's address, length and rkey as private data. The
+ * client then uses a wrong rkey (the server's rkey XOR 0x5a5a5a00, never the right one):
+ *   write: an RDMA Write with the wrong rkey, then a correct RDMA Read of the same buffer. The
+ *          server's DDP layer finds the invalid STag (RFC 5041 §7.2, tagged error 0x00) and
+ *          sends a Terminate; the Read can never be answered and must complete in error.
+ *   read:  an RDMA Read Request with the wrong source STag. The server's RDMAP layer answers
+ *          with a Terminate (RFC 5040 Figure 9, remote protection error, invalid STag, M/D/R);
+ *          the Read must complete in error.
+ * On devices that report QP states both sides then assert that their QP reached the error state
+ * (ibv_query_qp) and the server that its posted receive was flushed (IBV_WC_WR_FLUSH_ERR).
+ * siw's query_qp reports RESET whatever the state, and siw keeps receives queued after a
+ * Terminate: there only the client's error completion is checked (and the wire, by the test). Each failure prints
+ * "FAIL: <what>" and exits 1; success prints one "ok:" line per check and "PASS".
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <rdma/rdma_cma.h>
+
+#define CHECK(cond, ...)                                                       \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			printf("FAIL: ");                                      \
+			printf(__VA_ARGS__);                                   \
+			printf(" (errno %d %s)\n", errno, strerror(errno));    \
+			exit(1);                                               \
+		}                                                              \
+	} while (0)
+
+#define BUF_LEN 4096
+#define WAIT_MS 30000
+
+/* Private data of the accept: the server's buffer (all fields big-endian). */
+struct remote_buf {
+	uint64_t addr;
+	uint32_t rkey;
+	uint32_t len;
+};
+
+struct conn {
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *listen_id, *id;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	char *buf;
+};
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
+}
+
+static void addr_of(const char *host, const char *port, struct sockaddr_storage *ss)
+{
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST }, *ai;
+	int rv = getaddrinfo(host, port, &hints, &ai);
+
+	CHECK(rv == 0, "address %s: %s", host, gai_strerror(rv));
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	freeaddrinfo(ai);
+}
+
+/* Waits for the next rdma_cm event, which must be `want`; returns it (caller acks). */
+static struct rdma_cm_event *expect_event(struct conn *c, enum rdma_cm_event_type want)
+{
+	struct pollfd pfd = { .fd = c->ch->fd, .events = POLLIN };
+	struct rdma_cm_event *ev;
+
+	CHECK(poll(&pfd, 1, WAIT_MS) == 1, "no rdma_cm event (want %s)", rdma_event_str(want));
+	CHECK(rdma_get_cm_event(c->ch, &ev) == 0, "rdma_get_cm_event");
+	CHECK(ev->event == want, "rdma_cm event %s status %d, want %s",
+	      rdma_event_str(ev->event), ev->status, rdma_event_str(want));
+	return ev;
+}
+
+static void setup_qp(struct conn *c, struct rdma_cm_id *id)
+{
+	struct ibv_qp_init_attr qa = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+
+	c->pd = ibv_alloc_pd(id->verbs);
+	CHECK(c->pd, "ibv_alloc_pd");
+	c->cq = ibv_create_cq(id->verbs, 16, NULL, NULL, 0);
+	CHECK(c->cq, "ibv_create_cq");
+	c->buf = calloc(1, BUF_LEN);
+	CHECK(c->buf, "calloc");
+	c->mr = ibv_reg_mr(c->pd, c->buf, BUF_LEN,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ);
+	CHECK(c->mr, "ibv_reg_mr");
+	qa.send_cq = qa.recv_cq = c->cq;
+	CHECK(rdma_create_qp(id, c->pd, &qa) == 0, "rdma_create_qp");
+	printf("ok: QP %u on %s\n", id->qp->qp_num, ibv_get_device_name(id->verbs->device));
+}
+
+/* Polls until a completion with wr_id `want` arrives; returns its status. */
+static enum ibv_wc_status wait_wc(struct conn *c, uint64_t want)
+{
+	long deadline = now_ms() + WAIT_MS;
+	struct ibv_wc wc;
+	int n;
+
+	while (now_ms() < deadline) {
+		n = ibv_poll_cq(c->cq, 1, &wc);
+		CHECK(n >= 0, "ibv_poll_cq");
+		if (n == 0) {
+			usleep(1000);
+			continue;
+		}
+		printf("wc: wr_id %llu status %d (%s) opcode %d\n", (unsigned long long)wc.wr_id,
+		       wc.status, ibv_wc_status_str(wc.status), wc.opcode);
+		if (wc.wr_id == want)
+			return wc.status;
+	}
+	CHECK(0, "no completion for wr_id %llu within %d ms", (unsigned long long)want, WAIT_MS);
+	return IBV_WC_SUCCESS;
+}
+
+/* True if the device reports QP states: siw's query_qp never fills the state in (RESET). */
+static int reports_state(struct conn *c)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr attr;
+
+	CHECK(ibv_query_qp(c->id->qp, &attr, IBV_QP_STATE, &init) == 0, "ibv_query_qp");
+	return attr.qp_state != IBV_QPS_RESET;
+}
+
+/* The QP must reach ERR (RFC 5040 §6.2: a Terminate, sent or received, ends the stream). */
+static void wait_qp_error(struct conn *c)
+{
+	long deadline = now_ms() + WAIT_MS;
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr attr;
+
+	if (!reports_state(c)) {
+		printf("note: %s reports no QP state (RESET); not checked\n",
+		       ibv_get_device_name(c->id->verbs->device));
+		return;
+	}
+	for (;;) {
+		CHECK(ibv_query_qp(c->id->qp, &attr, IBV_QP_STATE, &init) == 0, "ibv_query_qp");
+		if (attr.qp_state == IBV_QPS_ERR)
+			break;
+		CHECK(now_ms() < deadline, "QP state %d, not ERR after %d ms", attr.qp_state,
+		      WAIT_MS);
+		usleep(10000);
+	}
+	printf("ok: QP in ERR\n");
+}
+
+static void post_rdma(struct conn *c, enum ibv_wr_opcode op, uint64_t wr_id, uint64_t raddr,
+		      uint32_t rkey, uint32_t len)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)c->buf, .length = len, .lkey = c->mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id, .sg_list = &sge, .num_sge = 1, .opcode = op,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = raddr, .rkey = rkey },
+	}, *bad;
+
+	CHECK(ibv_post_send(c->id->qp, &wr, &bad) == 0, "ibv_post_send opcode %d", op);
+}
+
+static int run_server(const char *bind_addr, const char *port)
+{
+	struct conn c = {};
+	struct sockaddr_storage ss;
+	struct rdma_cm_event *ev;
+	struct remote_buf rb;
+	struct rdma_conn_param cp = { .responder_resources = 4, .initiator_depth = 4 };
+	struct ibv_sge sge;
+	struct ibv_recv_wr rwr = { .wr_id = 100, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	c.ch = rdma_create_event_channel();
+	CHECK(c.ch, "rdma_create_event_channel");
+	CHECK(rdma_create_id(c.ch, &c.listen_id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
+	addr_of(bind_addr, port, &ss);
+	CHECK(rdma_bind_addr(c.listen_id, (struct sockaddr *)&ss) == 0, "rdma_bind_addr");
+	CHECK(rdma_listen(c.listen_id, 1) == 0, "rdma_listen");
+	printf("listening on %s:%s\n", bind_addr, port);
+	fflush(stdout);
+
+	ev = expect_event(&c, RDMA_CM_EVENT_CONNECT_REQUEST);
+	c.id = ev->id;
+	rdma_ack_cm_event(ev);
+	setup_qp(&c, c.id);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)c.buf, .length = BUF_LEN, .lkey = c.mr->lkey };
+	CHECK(ibv_post_recv(c.id->qp, &rwr, &bad) == 0, "ibv_post_recv");
+
+	rb.addr = htobe64((uintptr_t)c.buf);
+	rb.rkey = htobe32(c.mr->rkey);
+	rb.len = htobe32(BUF_LEN);
+	cp.private_data = &rb;
+	cp.private_data_len = sizeof(rb);
+	CHECK(rdma_accept(c.id, &cp) == 0, "rdma_accept");
+	ev = expect_event(&c, RDMA_CM_EVENT_ESTABLISHED);
+	rdma_ack_cm_event(ev);
+	printf("ok: established\n");
+	fflush(stdout);
+
+	/* The peer's bad access makes this side send the Terminate and enter ERR. */
+	if (reports_state(&c)) {
+		CHECK(wait_wc(&c, 100) == IBV_WC_WR_FLUSH_ERR, "posted receive not flushed");
+		printf("ok: receive flushed\n");
+	} else {
+		/* siw keeps the receive queued until the QP is destroyed. */
+		printf("note: %s reports no QP state; waiting 5 s for the peer to act\n",
+		       ibv_get_device_name(c.id->verbs->device));
+		sleep(5);
+	}
+	wait_qp_error(&c);
+	rdma_disconnect(c.id);
+	printf("PASS\n");
+	return 0;
+}
+
+static int run_client(const char *bind_addr, const char *srv, const char *port, const char *mode)
+{
+	struct conn c = {};
+	struct sockaddr_storage src, dst;
+	struct rdma_cm_event *ev;
+	struct remote_buf rb;
+	struct rdma_conn_param cp = { .responder_resources = 4, .initiator_depth = 4,
+				      .retry_count = 7 };
+	uint64_t raddr;
+	uint32_t rkey, bad_rkey;
+	enum ibv_wc_status st;
+	int read_mode = !strcmp(mode, "read");
+
+	CHECK(read_mode || !strcmp(mode, "write"), "mode must be write or read, not %s", mode);
+	c.ch = rdma_create_event_channel();
+	CHECK(c.ch, "rdma_create_event_channel");
+	CHECK(rdma_create_id(c.ch, &c.id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
+	addr_of(bind_addr, "0", &src);
+	addr_of(srv, port, &dst);
+	CHECK(rdma_resolve_addr(c.id, (struct sockaddr *)&src, (struct sockaddr *)&dst, 5000) == 0,
+	      "rdma_resolve_addr");
+	rdma_ack_cm_event(expect_event(&c, RDMA_CM_EVENT_ADDR_RESOLVED));
+	CHECK(rdma_resolve_route(c.id, 5000) == 0, "rdma_resolve_route");
+	rdma_ack_cm_event(expect_event(&c, RDMA_CM_EVENT_ROUTE_RESOLVED));
+	setup_qp(&c, c.id);
+	CHECK(rdma_connect(c.id, &cp) == 0, "rdma_connect");
+	ev = expect_event(&c, RDMA_CM_EVENT_ESTABLISHED);
+	CHECK(ev->param.conn.private_data_len >= sizeof(rb), "private data %u bytes, want %zu",
+	      ev->param.conn.private_data_len, sizeof(rb));
+	memcpy(&rb, ev->param.conn.private_data, sizeof(rb));
+	rdma_ack_cm_event(ev);
+	raddr = be64toh(rb.addr);
+	rkey = be32toh(rb.rkey);
+	bad_rkey = rkey ^ 0x5a5a5a00;
+	printf("ok: established; server buffer 0x%llx rkey 0x%x, using rkey 0x%x\n",
+	       (unsigned long long)raddr, rkey, bad_rkey);
+	fflush(stdout);
+
+	if (read_mode) {
+		post_rdma(&c, IBV_WR_RDMA_READ, 2, raddr, bad_rkey, 64);
+	} else {
+		post_rdma(&c, IBV_WR_RDMA_WRITE, 1, raddr, bad_rkey, 64);
+		post_rdma(&c, IBV_WR_RDMA_READ, 2, raddr, rkey, 64);
+	}
+	st = wait_wc(&c, 2);
+	CHECK(st != IBV_WC_SUCCESS, "the RDMA Read completed successfully");
+	printf("ok: RDMA Read completed in error (%s)\n", ibv_wc_status_str(st));
+	wait_qp_error(&c);
+	printf("PASS\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 4 && !strcmp(argv[1], "server"))
+		return run_server(argv[2], argv[3]);
+	if (argc == 6 && !strcmp(argv[1], "client"))
+		return run_client(argv[2], argv[3], argv[4], argv[5]);
+	fprintf(stderr, "usage: %s server BIND_ADDR PORT\n"
+			"       %s client BIND_ADDR SERVER_ADDR PORT write|read\n",
+		argv[0], argv[0]);
+	return 2;
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# needs: uiw siw
+# timeout: 2400
+# rping -V between uiw0 (libuiw) and siw0 (kernel siw), both directions, over the negotiation
+# matrix: MPA revision 2 (RFC 6581, IRD/ORD) with CRC off, CRC required by uiw (mpa_crc) and CRC
+# required by siw (the tunable siw's mpa_crc_required; siw asks only as initiator, see
+# interop_lib.bash); MPA revision 1 (RFC 5044) with uiw initiating to siw, CRC off and on.
+# 500 x 65000 bytes (rping's maximum) for the default configuration, 100 x 65000 for the others.
+source "$UIW_ROOT/tests/system/lib.sh"
+source "$UIW_ROOT/tests/system/interop_lib.bash"
+interop_setup
+siw_tunable
+
+port=7500
+pair() { # NAME COUNT: one verified rping in each direction
+  rping_pair "uiw-to-siw-$1" "$SIW0_ADDR" "$UIW0_ADDR" $((port++)) "$2" 65000
+  rping_pair "siw-to-uiw-$1" "$UIW0_ADDR" "$SIW0_ADDR" $((port++)) "$2" 65000
+}
+pair rev2-nocrc 500
+uiw_set mpa_crc=Y
+pair rev2-crc-uiw 100
+uiw_set mpa_crc=N
+siw_set mpa_crc_required=Y
+rping_pair siw-to-uiw-rev2-crc-siw "$UIW0_ADDR" "$SIW0_ADDR" $((port++)) 100 65000
+siw_set mpa_crc_required=N
+uiw_set mpa_rev=1
+rping_pair uiw-to-siw-rev1-nocrc "$SIW0_ADDR" "$UIW0_ADDR" $((port++)) 100 65000
+uiw_set mpa_crc=Y
+rping_pair uiw-to-siw-rev1-crc-uiw "$SIW0_ADDR" "$UIW0_ADDR" $((port++)) 100 65000
+echo "PASS: uiw <-> siw rping matrix"

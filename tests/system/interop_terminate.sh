@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# needs: uiw siw
+# timeout: 900
+# A Terminate provoked on each side of a uiw0 <-> siw0 connection (uiw_term_check: an RDMA
+# Write, then an RDMA Read, with a wrong rkey), captured on lo (where traffic between two local
+# addresses flows) and decoded by Wireshark's iWARP dissector:
+#   - siw writes with a bad STag to uiw: uiw must send DDP layer / Tagged Buffer / Invalid STag
+#     with M and D (RFC 5041 §7.2, RFC 5040 Figure 10) and a DDP Segment Length equal to the
+#     terminated segment's ULPDU_Length (14-byte tagged header + 64 bytes = 78);
+#   - siw reads with a bad STag from uiw: RDMA layer / Remote Protection / Invalid STag with M,
+#     D and R (RFC 5040 §4.8, Figure 9): 0x0100E000;
+#   - uiw writes / reads with a bad STag to siw: siw's Terminate must reach uiw, which completes
+#     the Read in error and enters ERR. siw encodes the Terminate Control word with
+#     little-endian bitfields (drivers/infiniband/sw/siw/iwarp.h struct iwarp_terminate):
+#     Layer and EType swap nibbles and M/D/R land in the low bits of octet 2, so Wireshark reads
+#     e.g. "DDP / Local Catastrophic, reserved 0x0700" for siw's RDMA / Remote Protection with
+#     M/D/R. uiw ignores the reserved bits (RFC 5040 §4.8) and just ends the stream; the test
+#     records what siw put on the wire.
+# Both programs must pass: the client sees its Read complete in error, the server its receive
+# flushed; on uiw both QPs read back ERR.
+source "$UIW_ROOT/tests/system/lib.sh"
+source "$UIW_ROOT/tests/system/interop_lib.bash"
+interop_setup
+gcc -O2 -Wall -o term "$UIW_ROOT/providers/uiw/tests/uiw_term_check.c" -lrdmacm -libverbs ||
+  fail "cannot build uiw_term_check"
+
+port=7700
+# term_case NAME SERVER_ADDR CLIENT_ADDR MODE: one connection, one Terminate; sets TPORT.
+term_case() {
+  TPORT=$((port++))
+  start_bg "$1-server" ./term server "$2" $TPORT
+  wait_cm_listen $TPORT
+  run_fg "$1-client" 90 ./term client "$3" "$2" $TPORT "$4"
+  wait_bg "$1-server" 60
+  expect "$1-client" '^PASS$'
+  expect "$1-server" '^PASS$'
+}
+# term_fields PORT: the decoded Terminate sent from PORT (the server side): layer, etype,
+# code, M, D, R, DDP Segment Length, ULPDU length.
+term_fields() {
+  tshark -n -r term.pcapng -Y "iwarp_rdma.opcode == 7 && tcp.srcport == $1" -T fields \
+    -E separator=' ' -e iwarp_rdma.term_layer -e iwarp_rdma.term_etype_ddp \
+    -e iwarp_rdma.term_etype_rdma -e iwarp_rdma.term_errcode_ddp_tagged \
+    -e iwarp_rdma.term_errcode_rdma -e iwarp_rdma.term_hdrct_m \
+    -e iwarp_rdma.hdrct_d -e iwarp_rdma.hdrct_r \
+    -e iwarp_rdma.term_ddp_seg_len -e iwarp_mpa.ulpdulength 2>/dev/null
+}
+
+tshark_start term lo "tcp portrange 7700-7703"
+term_case siw-writes-uiw "$UIW0_ADDR" "$SIW0_ADDR" write
+p_uw=$TPORT
+term_case siw-reads-uiw "$UIW0_ADDR" "$SIW0_ADDR" read
+p_ur=$TPORT
+term_case uiw-writes-siw "$SIW0_ADDR" "$UIW0_ADDR" write
+p_sw=$TPORT
+term_case uiw-reads-siw "$SIW0_ADDR" "$UIW0_ADDR" read
+p_sr=$TPORT
+tshark_stop term
+tshark_check term 0 'Write|Read Request|Read Response|Send|Send with Solicited Event|Terminate'
+for p in $p_uw $p_ur $p_sw $p_sr; do log "Terminate from port $p: $(term_fields $p)"; done
+tshark -n -r term.pcapng -Y 'iwarp_rdma.opcode == 7' -V 2>/dev/null |
+  sed -n '/^iWARP Direct/,/^$/p' >term.decoded
+sed 's/^/  | /' term.decoded
+
+# uiw's Terminates, byte-exact in the fields RFC 5040 §4.8 defines.
+tshark -n -r term.pcapng -Y "iwarp_rdma.opcode == 7 && tcp.srcport == $p_uw" -T fields \
+  -e iwarp_rdma.term_ctrl -e iwarp_rdma.term_ddp_seg_len 2>/dev/null >uw.f
+tshark -n -r term.pcapng -Y "iwarp_rdma.opcode == 7 && tcp.srcport == $p_ur" -T fields \
+  -e iwarp_rdma.term_ctrl -e iwarp_rdma.term_ddp_seg_len 2>/dev/null >ur.f
+[ "$(wc -l <uw.f)" = 1 ] && [ "$(wc -l <ur.f)" = 1 ] || fail "uiw did not send exactly one Terminate per connection"
+n=$(tshark -n -r term.pcapng -Y "iwarp_rdma.opcode == 7 && tcp.srcport == $p_uw" -V 2>/dev/null |
+  grep -Ec 'Layer: DDP \(0x1\)|Tagged Buffer Error \(0x1\)|Invalid STag \(0x00\)|M bit: Set|D bit: Set|R bit: Not set|DDP Segment Length: 004e')
+[ "$n" = 7 ] || fail "uiw's Terminate for a bad-STag Write is not DDP/Tagged/Invalid STag, M D, length 78 ($n of 7 fields)"
+n=$(tshark -n -r term.pcapng -Y "iwarp_rdma.opcode == 7 && tcp.srcport == $p_ur" -V 2>/dev/null |
+  grep -Ec 'Layer: RDMA \(0x0\)|Remote Protection Error \(0x1\)|Invalid STag \(0x00\)|M bit: Set|D bit: Set|R bit: Set')
+[ "$n" = 6 ] || fail "uiw's Terminate for a bad-STag Read Request is not RDMA/Remote Protection/Invalid STag, M D R ($n of 6 fields)"
+# siw's Terminates reached uiw: uiw's client logged the Read in error and its QP in ERR.
+for c in uiw-writes-siw uiw-reads-siw; do
+  expect "$c-client" 'RDMA Read completed in error'
+  expect "$c-client" '^ok: QP in ERR$'
+done
+[ -n "$(term_fields $p_sw)" ] && [ -n "$(term_fields $p_sr)" ] || fail "no Terminate from siw on the wire"
+echo "PASS: Terminates both ways between uiw and siw"
