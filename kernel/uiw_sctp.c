@@ -5,6 +5,7 @@
  */
 #include <linux/device.h>
 #include <linux/delay.h>
+#include <linux/inetdevice.h>
 #include <linux/net.h>
 #include <linux/sctp.h>
 #include <linux/slab.h>
@@ -118,6 +119,76 @@ void uiw_sock_set_nodelay(struct socket *s)
 		uiw_sctp_setopt(s, SCTP_NODELAY, &one, sizeof(one));
 	else
 		tcp_sock_set_nodelay(s->sk);
+}
+
+/*
+ * Multihoming (RFC 5043 §7.2). A DDP endpoint covers the IPv4 addresses of its own netdev:
+ * "addresses on one RNIC" (which the local interface MAY require), and for a software RNIC
+ * on one netdev more addresses bring "neither additional bus traffic nor duplication of
+ * memory registration resources", the condition under which the default binding may cover
+ * more than one. So a wildcard IPv4 listener binds the netdev's addresses (not every address
+ * of the namespace, as an SCTP wildcard bind would), and a connecting endpoint adds the
+ * netdev's other addresses to the one rdma_cm chose. SCTP uses them for failover only; uiw
+ * never picks source addresses (no load balancing, §7.2). IPv6 endpoints stay single-homed
+ * (a wildcard IPv6 listener keeps SCTP's wildcard binding).
+ */
+#define UIW_SCTP_MAX_ADDRS 8
+
+static int uiw_netdev_ipv4(struct uiw_dev *udev, __be32 *addrs)
+{
+	const struct in_ifaddr *ifa;
+	struct in_device *in_dev;
+	int n = 0;
+
+	rcu_read_lock();
+	in_dev = __in_dev_get_rcu(udev->netdev);
+	if (in_dev) {
+		in_dev_for_each_ifa_rcu(ifa, in_dev) {
+			if (n < UIW_SCTP_MAX_ADDRS)
+				addrs[n++] = ifa->ifa_local;
+		}
+	}
+	rcu_read_unlock();
+	return n;
+}
+
+/* Adds the netdev's IPv4 addresses other than the bound one, at the bound port. */
+void uiw_sctp_bind_more(struct uiw_dev *udev, struct socket *s)
+{
+	__be32 addrs[UIW_SCTP_MAX_ADDRS];
+	struct sockaddr_in bound = {};
+	int i, n;
+
+	if (kernel_getsockname(s, (struct sockaddr *)&bound) < 0 ||
+	    bound.sin_family != AF_INET || bound.sin_addr.s_addr == htonl(INADDR_ANY))
+		return;
+	n = uiw_netdev_ipv4(udev, addrs);
+	for (i = 0; i < n; i++) {
+		struct sockaddr_in a = {
+			.sin_family = AF_INET,
+			.sin_port = bound.sin_port,
+			.sin_addr.s_addr = addrs[i],
+		};
+
+		if (addrs[i] != bound.sin_addr.s_addr)
+			uiw_sctp_setopt(s, SCTP_SOCKOPT_BINDX_ADD, &a, sizeof(a));
+	}
+}
+
+int uiw_sctp_bind(struct uiw_dev *udev, struct socket *s,
+		  const struct sockaddr_storage *laddr)
+{
+	struct sockaddr_storage a = *laddr;
+	__be32 addrs[UIW_SCTP_MAX_ADDRS];
+	int rv;
+
+	if (a.ss_family == AF_INET && uiw_addr_is_any(&a) &&
+	    uiw_netdev_ipv4(udev, addrs) > 0)
+		((struct sockaddr_in *)&a)->sin_addr.s_addr = addrs[0];
+	rv = kernel_bind(s, (struct sockaddr *)&a, uiw_addr_len(&a));
+	if (!rv)
+		uiw_sctp_bind_more(udev, s);
+	return rv;
 }
 
 /* Session Control (RFC 5043 §5.2.3) */

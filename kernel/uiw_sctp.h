@@ -21,6 +21,7 @@
 
 struct ib_device_ops;
 struct socket;
+struct sockaddr_storage;
 struct uiw_cep;
 struct uiw_dev;
 struct uiw_mpa_rx;
@@ -45,6 +46,10 @@ int uiw_sctp_sock_setup(struct socket *s);
 /* TCP_NODELAY or SCTP_NODELAY, by the socket's protocol. */
 void uiw_sock_set_nodelay(struct socket *s);
 bool uiw_cep_sctp(const struct uiw_cep *cep);
+/* Multihoming policy (§7.2): the netdev's IPv4 addresses; see uiw_sctp.c. */
+int uiw_sctp_bind(struct uiw_dev *udev, struct socket *s,
+		  const struct sockaddr_storage *laddr);
+void uiw_sctp_bind_more(struct uiw_dev *udev, struct socket *s);
 
 /* Setup messages. Each returns 0 or -errno. */
 int uiw_sctp_send_initiate(struct uiw_cep *cep);
