@@ -8,7 +8,8 @@
 #     with M and D (RFC 5041 §7.2, RFC 5040 Figure 10) and a DDP Segment Length equal to the
 #     terminated segment's ULPDU_Length (14-byte tagged header + 64 bytes = 78);
 #   - siw reads with a bad STag from uiw: RDMA layer / Remote Protection / Invalid STag with M,
-#     D and R (RFC 5040 §4.8, Figure 9): 0x0100E000;
+#     D and R (RFC 5040 §4.8, Figure 9): 0x0100E000, length 46 (18 + 28, the Read Request's
+#     ULPDU_Length: the DDP Segment includes its DDP header, RFC 5041 §2);
 #   - uiw writes / reads with a bad STag to siw: siw's Terminate must reach uiw, which completes
 #     the Read in error and enters ERR. siw encodes the Terminate Control word with
 #     little-endian bitfields (drivers/infiniband/sw/siw/iwarp.h struct iwarp_terminate):
@@ -35,15 +36,10 @@ term_case() {
   expect "$1-client" '^PASS$'
   expect "$1-server" '^PASS$'
 }
-# term_fields PORT: the decoded Terminate sent from PORT (the server side): layer, etype,
-# code, M, D, R, DDP Segment Length, ULPDU length.
-term_fields() {
-  tshark -n -r term.pcapng -Y "iwarp_rdma.opcode == 7 && tcp.srcport == $1" -T fields \
-    -E separator=' ' -e iwarp_rdma.term_layer -e iwarp_rdma.term_etype_ddp \
-    -e iwarp_rdma.term_etype_rdma -e iwarp_rdma.term_errcode_ddp_tagged \
-    -e iwarp_rdma.term_errcode_rdma -e iwarp_rdma.term_hdrct_m \
-    -e iwarp_rdma.hdrct_d -e iwarp_rdma.hdrct_r \
-    -e iwarp_rdma.term_ddp_seg_len -e iwarp_mpa.ulpdulength 2>/dev/null
+# term_block PORT: the decoded Terminate sent from PORT (the server side), from term.decoded.
+term_block() {
+  awk -v p="Src Port: $1," '/^Frame [0-9]+:/ { keep = 0 } index($0, p) { keep = 1 } keep' term.decoded |
+    sed -n '/^iWARP Direct/,/^$/p'
 }
 
 tshark_start term lo "tcp portrange 7700-7703"
@@ -57,27 +53,22 @@ term_case uiw-reads-siw "$SIW0_ADDR" "$UIW0_ADDR" read
 p_sr=$TPORT
 tshark_stop term
 tshark_check term 0 'Write|Read Request|Read Response|Send|Send with Solicited Event|Terminate'
-for p in $p_uw $p_ur $p_sw $p_sr; do log "Terminate from port $p: $(term_fields $p)"; done
-tshark -n -r term.pcapng -Y 'iwarp_rdma.opcode == 7' -V 2>/dev/null |
-  sed -n '/^iWARP Direct/,/^$/p' >term.decoded
-sed 's/^/  | /' term.decoded
+tshark -n -r term.pcapng -Y 'iwarp_rdma.opcode == 7' -V >term.decoded 2>/dev/null
+for p in $p_uw $p_ur $p_sw $p_sr; do
+  log "Terminate sent from port $p:"
+  term_block $p | grep -E 'Layer|Error|bit:|Reserved: 0x|Segment Length' | sed 's/^ */  | /'
+done
 
-# uiw's Terminates, byte-exact in the fields RFC 5040 §4.8 defines.
-tshark -n -r term.pcapng -Y "iwarp_rdma.opcode == 7 && tcp.srcport == $p_uw" -T fields \
-  -e iwarp_rdma.term_ctrl -e iwarp_rdma.term_ddp_seg_len 2>/dev/null >uw.f
-tshark -n -r term.pcapng -Y "iwarp_rdma.opcode == 7 && tcp.srcport == $p_ur" -T fields \
-  -e iwarp_rdma.term_ctrl -e iwarp_rdma.term_ddp_seg_len 2>/dev/null >ur.f
-[ "$(wc -l <uw.f)" = 1 ] && [ "$(wc -l <ur.f)" = 1 ] || fail "uiw did not send exactly one Terminate per connection"
-n=$(tshark -n -r term.pcapng -Y "iwarp_rdma.opcode == 7 && tcp.srcport == $p_uw" -V 2>/dev/null |
-  grep -Ec 'Layer: DDP \(0x1\)|Tagged Buffer Error \(0x1\)|Invalid STag \(0x00\)|M bit: Set|D bit: Set|R bit: Not set|DDP Segment Length: 004e')
+# uiw's Terminates, in the fields RFC 5040 §4.8 defines.
+[ "$(grep -c 'OpCode: Terminate' term.decoded)" = 4 ] || fail "not exactly 4 Terminates on the wire"
+n=$(term_block $p_uw | grep -Ec 'Layer: DDP \(0x1\)|Tagged Buffer Error \(0x1\)|Invalid STag \(0x00\)|M bit: Set|D bit: Set|R bit: Not set|DDP Segment Length: 004e')
 [ "$n" = 7 ] || fail "uiw's Terminate for a bad-STag Write is not DDP/Tagged/Invalid STag, M D, length 78 ($n of 7 fields)"
-n=$(tshark -n -r term.pcapng -Y "iwarp_rdma.opcode == 7 && tcp.srcport == $p_ur" -V 2>/dev/null |
-  grep -Ec 'Layer: RDMA \(0x0\)|Remote Protection Error \(0x1\)|Invalid STag \(0x00\)|M bit: Set|D bit: Set|R bit: Set')
-[ "$n" = 6 ] || fail "uiw's Terminate for a bad-STag Read Request is not RDMA/Remote Protection/Invalid STag, M D R ($n of 6 fields)"
+n=$(term_block $p_ur | grep -Ec 'Layer: RDMA \(0x0\)|Remote Protection Error \(0x1\)|Invalid STag \(0x00\)|M bit: Set|D bit: Set|R bit: Set|DDP Segment Length: 002e')
+[ "$n" = 7 ] || fail "uiw's Terminate for a bad-STag Read Request is not RDMA/Remote Protection/Invalid STag, M D R, length 46 ($n of 7 fields)"
 # siw's Terminates reached uiw: uiw's client logged the Read in error and its QP in ERR.
 for c in uiw-writes-siw uiw-reads-siw; do
   expect "$c-client" 'RDMA Read completed in error'
   expect "$c-client" '^ok: QP in ERR$'
 done
-[ -n "$(term_fields $p_sw)" ] && [ -n "$(term_fields $p_sr)" ] || fail "no Terminate from siw on the wire"
+[ -n "$(term_block $p_sw)" ] && [ -n "$(term_block $p_sr)" ] || fail "no Terminate from siw on the wire"
 echo "PASS: Terminates both ways between uiw and siw"
