@@ -492,6 +492,8 @@ int uiw_iw_connect(struct iw_cm_id *id, struct iw_cm_conn_param *param)
 		sock_release(s);
 		goto fail;
 	}
+	if (s->sk->sk_protocol == IPPROTO_SCTP)
+		uiw_sctp_bind_more(udev, s);	/* multihoming policy (uiw_sctp.c) */
 	uiw_sock_set_nodelay(s);
 
 	cep->cm_id = id;
@@ -653,7 +655,10 @@ int uiw_iw_create_listen(struct iw_cm_id *id, int backlog)
 		if (rv)
 			goto err;
 	}
-	rv = kernel_bind(s, (struct sockaddr *)laddr, uiw_addr_len(laddr));
+	if (s->sk->sk_protocol == IPPROTO_SCTP)
+		rv = uiw_sctp_bind(udev, s, laddr);	/* the netdev's addresses */
+	else
+		rv = kernel_bind(s, (struct sockaddr *)laddr, uiw_addr_len(laddr));
 	if (rv)
 		goto err;
 	rv = kernel_listen(s, backlog);
