@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "transport/sctp_stream.h"
+#include "transport/socket_util.h"
 #include "wire/sctp.h"
 
 namespace uiw::transport {
@@ -19,35 +20,6 @@ namespace uiw::transport {
 namespace {
 
 constexpr uint16_t kStreams = 1;  // uiw uses one DDP stream per association (RFC 5043 §8)
-
-int make_addr(const char* ip, uint16_t port, sockaddr_storage* ss, socklen_t* len) {
-  std::memset(ss, 0, sizeof *ss);
-  auto* v4 = reinterpret_cast<sockaddr_in*>(ss);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(ss);
-  if (ip && inet_pton(AF_INET, ip, &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(port);
-    *len = sizeof *v4;
-    return 0;
-  }
-  if (ip && inet_pton(AF_INET6, ip, &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(port);
-    *len = sizeof *v6;
-    return 0;
-  }
-  return -EINVAL;
-}
-
-int wait_fd(int fd, short events, int timeout_ms) {
-  pollfd p{fd, events, 0};
-  for (;;) {
-    const int r = poll(&p, 1, timeout_ms);
-    if (r > 0) return 0;
-    if (r == 0) return -ETIMEDOUT;
-    if (errno != EINTR) return -errno;
-  }
-}
 
 // RFC 5043 §5.1 / §11.1: the DDP Adaptation Indication in our INIT or INIT-ACK; §8: equal
 // inbound and outbound stream counts; the peer's indication is reported as a notification.

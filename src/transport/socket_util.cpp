@@ -13,8 +13,6 @@
 
 namespace uiw::transport {
 
-namespace {
-
 // Fills an IPv4 or IPv6 socket address from a numeric string.
 int make_addr(const char* ip, uint16_t port, sockaddr_storage* ss, socklen_t* len) {
   std::memset(ss, 0, sizeof *ss);
@@ -45,6 +43,8 @@ int wait_fd(int fd, short events, int timeout_ms) {
     if (errno != EINTR) return -errno;
   }
 }
+
+namespace {
 
 int fail_close(int fd, int err) {
   close(fd);

@@ -2,6 +2,8 @@
 // Each returns a file descriptor (>= 0, close-on-exec, blocking mode) or -errno.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <cstdint>
 
 namespace uiw::transport {
@@ -15,5 +17,11 @@ int tcp_accept(int lfd, int timeout_ms);
 
 // Connects to ip:port; -ETIMEDOUT after timeout_ms (< 0 waits forever), -ECONNREFUSED, ...
 int tcp_connect(const char* ip, uint16_t port, int timeout_ms);
+
+// Fills an IPv4 or IPv6 socket address from a numeric string; 0 or -EINVAL.
+int make_addr(const char* ip, uint16_t port, sockaddr_storage* ss, socklen_t* len);
+
+// poll() one fd for `events`; 0 ready, -ETIMEDOUT, or -errno.
+int wait_fd(int fd, short events, int timeout_ms);
 
 }  // namespace uiw::transport
