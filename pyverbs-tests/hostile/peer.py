@@ -41,7 +41,7 @@ def parse_regions(pd):
 
 
 class HostilePeer:
-    def __init__(self, addr, port, rcvbuf=None, timeout=30.0):
+    def __init__(self, addr, port, rcvbuf=None, timeout=12.0):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if rcvbuf:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)

@@ -30,7 +30,7 @@ def cause(layer, etype, code):
 
 class HostileBase(unittest.TestCase):
     port = 7300
-    server_args = ("-t", "20")
+    server_args = ("-t", "10")
 
     @classmethod
     def setUpClass(cls):

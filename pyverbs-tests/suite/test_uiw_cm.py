@@ -13,16 +13,19 @@ import pyverbs.enums as e
 from pyverbs.cmid import AddrInfo, CMID, ConnParam
 from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError
 from pyverbs.qp import QPCap, QPInitAttr
+from watchdog import TimeLimit
 
 SRV_ADDR = os.environ.get("UIW0_ADDR", "10.99.1.1")
 CLI_ADDR = os.environ.get("UIW1_ADDR", "10.99.2.1")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-class CmTest(unittest.TestCase):
+class CmTest(TimeLimit):
     port = 7400
+    time_limit = 120
 
     def setUp(self):
+        super().setUp()
         CmTest.port += 1
         self.srv = None
 
@@ -30,6 +33,7 @@ class CmTest(unittest.TestCase):
         if self.srv and self.srv.poll() is None:
             self.srv.kill()
             self.srv.wait()
+        super().tearDown()
 
     def start_server(self, *args):
         self.srv = subprocess.Popen([sys.executable, os.path.join(HERE, "cm_server.py"),

@@ -16,6 +16,7 @@ from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 from pyverbs.wr import RecvWR, SGE, SendWR
+from watchdog import TimeLimit
 
 DEV = os.environ.get("UIW0_DEV", "uiw0")
 ADDR = os.environ.get("UIW0_ADDR", "10.99.1.1")
@@ -27,13 +28,17 @@ def rc_init_attr(cq, send=4, recv=4, srq=None):
                                 max_send_sge=1, max_recv_sge=1))
 
 
-class UiwBase(unittest.TestCase):
+class UiwBase(TimeLimit):
+    time_limit = 30
+
     def setUp(self):
+        super().setUp()
         self.ctx = Context(name=DEV)
         self.pd = PD(self.ctx)
 
     def tearDown(self):
         self.ctx.close()  # closes every object created on it
+        super().tearDown()
 
 
 class DeviceTest(UiwBase):

@@ -28,16 +28,7 @@ skipped=$(count ' \.\.\. skipped ')
 summary=$(grep -E '^Ran [0-9]+ tests? in' upstream.log || true)
 # The failing tests with the first line of their cause.
 grep -E ' \.\.\. (FAIL|ERROR)$' upstream.log | sed 's/^/  /' || true
-/usr/bin/python3 - upstream.log <<'PY' || true
-import re, sys
-# Each FAIL/ERROR block: its test name and the last line of its traceback (the cause).
-blocks = re.split(r"^={70}$", open(sys.argv[1], errors="replace").read(), flags=re.M)
-for b in blocks:
-    m = re.search(r"^(FAIL|ERROR): (\S+) \((\S+)\)", b, re.M)
-    if m:
-        lines = [l for l in (b.split("-" * 70) + [""])[1].strip().splitlines() if l.strip()]
-        print(f"  {m.group(1)} {m.group(3)}: {lines[-1][:160] if lines else '?'}")
-PY
+/usr/bin/python3 "$UIW_ROOT/pyverbs-tests/summarize.py" upstream.log 200 || true
 log "upstream pyverbs suite on $dev: $summary; ok $ok, failed $failed, errors $errors, skipped $skipped"
 # Skip reasons, most common first.
 grep -oE ' \.\.\. skipped .*' upstream.log | sort | uniq -c | sort -rn | head -n 25 || true
