@@ -43,6 +43,7 @@ enum uiw_caps {
 	UIW_CAP_TAKE_SOCKET = 1 << 0,	/* UIW_METHOD_QP_TAKE_SOCKET */
 	UIW_CAP_CQ_SIGNAL = 1 << 1,	/* UIW_METHOD_CQ_SIGNAL */
 	UIW_CAP_READY_EVENTFD = 1 << 2,	/* UIW_METHOD_DEVICE_SET_EVENTFD */
+	UIW_CAP_ASYNC_EVENT = 1 << 3,	/* UIW_METHOD_QP_EVENT, _CQ_EVENT, _SRQ_EVENT */
 };
 
 /* Udata of IB_USER_VERBS_CMD_GET_CONTEXT (optional: an empty request is accepted). */
@@ -155,6 +156,20 @@ enum uiw_qp_methods {
 	 * connection is gone.
 	 */
 	UIW_METHOD_QP_TAKE_SOCKET = (1U << UVERBS_ID_NS_SHIFT),
+	/*
+	 * Raise an affiliated asynchronous event on the QP (ibv_get_async_event): the engine
+	 * runs in user space, so the provider reports what it detects (a Terminate sent or
+	 * received, a lost connection: IBV_EVENT_QP_FATAL; RFC 5040 §5.4). Allowed types:
+	 * IBV_EVENT_QP_FATAL, _QP_REQ_ERR, _QP_ACCESS_ERR (the QP's shadow state becomes
+	 * ERR), IBV_EVENT_SQ_DRAINED, IBV_EVENT_QP_LAST_WQE_REACHED; others -EINVAL.
+	 */
+	UIW_METHOD_QP_EVENT,
+};
+
+/* Attributes of UIW_METHOD_QP_EVENT, _CQ_EVENT and _SRQ_EVENT (same ids for all three). */
+enum uiw_event_attrs {
+	UIW_ATTR_EVENT_HANDLE = (1U << UVERBS_ID_NS_SHIFT), /* idr, in: the QP, CQ or SRQ */
+	UIW_ATTR_EVENT_TYPE,	/* __u32, in: enum ibv_event_type (= kernel ib_event_type) */
 };
 
 enum uiw_qp_take_socket_attrs {
@@ -170,6 +185,17 @@ enum uiw_cq_methods {
 	 * provider calls it when an armed CQ gets a matching completion.
 	 */
 	UIW_METHOD_CQ_SIGNAL = (1U << UVERBS_ID_NS_SHIFT),
+	/* Async event on the CQ: IBV_EVENT_CQ_ERR only (a completion found the CQ full). */
+	UIW_METHOD_CQ_EVENT,
+};
+
+/* On UVERBS_OBJECT_SRQ. */
+enum uiw_srq_methods {
+	/*
+	 * Async event on the SRQ: IBV_EVENT_SRQ_LIMIT_REACHED (the armed limit was crossed,
+	 * the kernel's shadow limit disarms as ibv_modify_srq requires) or IBV_EVENT_SRQ_ERR.
+	 */
+	UIW_METHOD_SRQ_EVENT = (1U << UVERBS_ID_NS_SHIFT),
 };
 
 enum uiw_cq_signal_attrs {

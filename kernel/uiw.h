@@ -21,6 +21,7 @@
 #include <rdma/uverbs_ioctl.h>
 
 #include "uiw-abi.h"
+#include "uiw_rtr.h"
 
 /*
  * Device limits. They are what ibv_query_device reports and what the provider's engine
@@ -30,7 +31,11 @@
 #define UIW_MAX_QP (1 << 16)
 #define UIW_MAX_QP_WR (1 << 14)
 #define UIW_MAX_SGE 16
-#define UIW_MAX_SGE_RD 1		/* one sink STag per RDMA Read Request (RFC 5040 §4.4) */
+/*
+ * One sink STag per RDMA Read Request (RFC 5040 §4.4), but the engine's sink STag names the
+ * Read's whole local scatter list, so a Read may land in as many SGEs as a Send.
+ */
+#define UIW_MAX_SGE_RD UIW_MAX_SGE
 #define UIW_MAX_INLINE 256
 #define UIW_MAX_IRD 128
 #define UIW_MAX_ORD 128
@@ -88,6 +93,8 @@ struct uiw_dev {
 	bool llp_sctp;			/* new connections over SCTP (uiw_sctp.c) */
 	struct xarray cep_xa;		/* ids of endpoints awaiting iw_accept/iw_reject */
 	u32 cep_next;
+
+	struct uiw_rtr_dev rtr;		/* connect-on-RTR listener (uiw_rtr.c) */
 };
 
 struct uiw_ucontext {
@@ -134,6 +141,7 @@ struct uiw_qp {
 	u32 ord;			/* max_rd_atomic */
 	int access_flags;
 	struct uiw_cep *cep;		/* connection; holds a cep reference */
+	struct uiw_rtr_qp rtr;		/* connect-on-RTR state (uiw_rtr.c) */
 };
 
 static inline struct uiw_dev *to_udev(struct ib_device *ibdev)

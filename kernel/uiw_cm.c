@@ -278,8 +278,12 @@ void uiw_cm_upcall(struct uiw_cep *cep, enum iw_cm_event_type type,
 	};
 	struct iw_cm_id *id = cep->cm_id;
 
-	if (!id)
+	if (!id) {
+		/* Connect-on-RTR connections have no cm_id: their outcome goes to the QP. */
+		if (cep->rtr)
+			uiw_rtr_cep_event(cep, type, status, pd, pd_len);
 		return;
+	}
 	if (type == IW_CM_EVENT_CONNECT_REPLY || type == IW_CM_EVENT_ESTABLISHED) {
 		ev.local_addr = id->m_local_addr;
 		ev.remote_addr = id->m_remote_addr;
@@ -321,9 +325,11 @@ int uiw_cep_attach_qp(struct uiw_cep *cep, struct uiw_qp *qp)
 	int rv = 0;
 
 	spin_lock_bh(&qp->lock);
+	/* A connect-on-RTR QP may be in RTS before its connection is up (uiw_rtr.c). */
 	if (qp->dying || qp->cep ||
 	    (qp->state != IB_QPS_RESET && qp->state != IB_QPS_INIT &&
-	     qp->state != IB_QPS_RTR))
+	     qp->state != IB_QPS_RTR &&
+	     !(cep->rtr && qp->state == IB_QPS_RTS)))
 		rv = -EBUSY;
 	else
 		qp->cep = cep;

@@ -70,6 +70,7 @@ struct uiw_cep {
 	enum uiw_cep_state state;
 	bool active;			/* this side sends the MPA Request */
 	bool sctp_ddp_peer;		/* SCTP: peer's Adaptation Indication is DDP */
+	bool rtr;			/* connect-on-RTR connection (uiw_rtr.c): no cm_id */
 	u32 id;				/* udev->cep_xa id while awaiting accept/reject */
 
 	struct iw_cm_id *cm_id;		/* add_ref() held while set */
@@ -161,6 +162,8 @@ void uiw_cm_read(struct uiw_cep *cep);
 void uiw_cm_send_request(struct uiw_cep *cep);
 void uiw_cm_child_drop(struct uiw_cep *cep);
 void uiw_cm_pending_drop(struct uiw_cep *cep);
+bool uiw_cep_unlink_child(struct uiw_cep *cep);
+void uiw_cm_send_reject(struct uiw_cep *cep, const void *pd, u8 pd_len);
 
 /* QP side (uiw_verbs.c, uiw_uapi.c). */
 void uiw_cm_qp_close(struct uiw_qp *qp, bool abrupt);

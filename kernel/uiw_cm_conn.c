@@ -66,7 +66,7 @@ static u16 uiw_mpa_bits(const struct uiw_cep_params *p)
 /* Passive side */
 
 /* Leave the listener; true if the listener's list reference is now the caller's. */
-static bool uiw_cep_unlink_child(struct uiw_cep *cep)
+bool uiw_cep_unlink_child(struct uiw_cep *cep)
 {
 	struct uiw_cep *lcep = cep->listener;
 	bool linked = false;
@@ -116,7 +116,7 @@ static struct uiw_cep *uiw_cm_claim(struct uiw_dev *udev, struct iw_cm_id *id)
  * Refuse a Request: a Reply with R set (RFC 5044 §7.1.2). With enhanced setup the
  * Reply still leads with an (empty) IRD/ORD word, as the Initiator will strip one.
  */
-static void uiw_cm_send_reject(struct uiw_cep *cep, const void *pd, u8 pd_len)
+void uiw_cm_send_reject(struct uiw_cep *cep, const void *pd, u8 pd_len)
 {
 	struct uiw_mpa_v2 v2 = {};
 	bool enhanced = cep->params.enhanced;
@@ -260,6 +260,9 @@ static void uiw_cm_proc_request(struct uiw_cep *cep)
 		return;
 	}
 
+	/* Connect-on-RTR (uiw_rtr.c): matched to a QP in RTR, never shown to iw_cm. */
+	if (uiw_rtr_request(cep, pd, pd_len))
+		return;
 	if (xa_alloc_cyclic(&udev->cep_xa, &cep->id, cep, xa_limit_31b,
 			    &udev->cep_next, GFP_KERNEL) < 0)
 		goto drop;
@@ -368,6 +371,9 @@ static void uiw_cm_proc_reply(struct uiw_cep *cep)
 		}
 	}
 
+	/* Connect-on-RTR: the Reply must name our QP and its peer (uiw_rtr.c). */
+	if (cep->rtr && uiw_rtr_reply(cep, pd, pd_len))
+		goto proto;
 	uiw_cep_enter_rdma_mode(cep);
 	uiw_cm_upcall(cep, IW_CM_EVENT_CONNECT_REPLY, 0, pd, pd_len);
 	uiw_cep_connected(cep);

@@ -31,6 +31,10 @@ static int UVERBS_HANDLER(UIW_METHOD_QP_TAKE_SOCKET)(
 
 	if (IS_ERR(ibqp))
 		return PTR_ERR(ibqp);
+	/* A connect-on-RTR connection that failed for good (uiw_rtr.c). */
+	rv = uiw_rtr_error(to_uqp(ibqp));
+	if (rv)
+		return rv;
 
 	file = uiw_cm_take_socket_prepare(to_uqp(ibqp), &info);
 	if (IS_ERR(file))
@@ -72,6 +76,94 @@ static int UVERBS_HANDLER(UIW_METHOD_CQ_SIGNAL)(struct uverbs_attr_bundle *attrs
 		return PTR_ERR(ibcq);
 	if (ibcq->comp_handler)
 		ibcq->comp_handler(ibcq, ibcq->cq_context);
+	return 0;
+}
+
+/*
+ * Affiliated async events detected by the provider's engine. The core's handlers (set by
+ * uverbs when the object was created) queue them on the context's async event file.
+ */
+static int uiw_event_type(struct uverbs_attr_bundle *attrs, u32 *type)
+{
+	return uverbs_copy_from(type, attrs, UIW_ATTR_EVENT_TYPE);
+}
+
+static int UVERBS_HANDLER(UIW_METHOD_QP_EVENT)(struct uverbs_attr_bundle *attrs)
+{
+	struct ib_qp *ibqp = uverbs_attr_get_obj(attrs, UIW_ATTR_EVENT_HANDLE);
+	struct ib_event ev = {};
+	u32 type;
+	int rv;
+
+	if (IS_ERR(ibqp))
+		return PTR_ERR(ibqp);
+	rv = uiw_event_type(attrs, &type);
+	if (rv)
+		return rv;
+	switch (type) {
+	case IB_EVENT_QP_FATAL:
+	case IB_EVENT_QP_REQ_ERR:
+	case IB_EVENT_QP_ACCESS_ERR:
+		/* The engine is in Error (RDMAP §5.4 Terminate, or the LLP failed). */
+		uiw_qp_set_state(to_uqp(ibqp), IB_QPS_ERR);
+		break;
+	case IB_EVENT_SQ_DRAINED:
+	case IB_EVENT_QP_LAST_WQE_REACHED:
+		break;
+	default:
+		return -EINVAL;
+	}
+	ev.device = ibqp->device;
+	ev.element.qp = ibqp;
+	ev.event = type;
+	if (ibqp->event_handler)
+		ibqp->event_handler(&ev, ibqp->qp_context);
+	return 0;
+}
+
+static int UVERBS_HANDLER(UIW_METHOD_CQ_EVENT)(struct uverbs_attr_bundle *attrs)
+{
+	struct ib_cq *ibcq = uverbs_attr_get_obj(attrs, UIW_ATTR_EVENT_HANDLE);
+	struct ib_event ev = {};
+	u32 type;
+	int rv;
+
+	if (IS_ERR(ibcq))
+		return PTR_ERR(ibcq);
+	rv = uiw_event_type(attrs, &type);
+	if (rv)
+		return rv;
+	if (type != IB_EVENT_CQ_ERR)
+		return -EINVAL;
+	ev.device = ibcq->device;
+	ev.element.cq = ibcq;
+	ev.event = type;
+	if (ibcq->event_handler)
+		ibcq->event_handler(&ev, ibcq->cq_context);
+	return 0;
+}
+
+static int UVERBS_HANDLER(UIW_METHOD_SRQ_EVENT)(struct uverbs_attr_bundle *attrs)
+{
+	struct ib_srq *ibsrq = uverbs_attr_get_obj(attrs, UIW_ATTR_EVENT_HANDLE);
+	struct ib_event ev = {};
+	u32 type;
+	int rv;
+
+	if (IS_ERR(ibsrq))
+		return PTR_ERR(ibsrq);
+	rv = uiw_event_type(attrs, &type);
+	if (rv)
+		return rv;
+	if (type == IB_EVENT_SRQ_LIMIT_REACHED)
+		to_usrq(ibsrq)->limit = 0;	/* the limit fires once, then disarms */
+	else if (type != IB_EVENT_SRQ_ERR)
+		return -EINVAL;
+	ev.device = ibsrq->device;
+	ev.element.srq = ibsrq;
+	ev.event = type;
+	if (ibsrq->event_handler)
+		ibsrq->event_handler(&ev, ibsrq->srq_context);
 	return 0;
 }
 
@@ -123,19 +215,45 @@ DECLARE_UVERBS_NAMED_METHOD(
 			UVERBS_ACCESS_READ, UA_MANDATORY));
 
 DECLARE_UVERBS_NAMED_METHOD(
+	UIW_METHOD_QP_EVENT,
+	UVERBS_ATTR_IDR(UIW_ATTR_EVENT_HANDLE, UVERBS_OBJECT_QP,
+			UVERBS_ACCESS_READ, UA_MANDATORY),
+	UVERBS_ATTR_PTR_IN(UIW_ATTR_EVENT_TYPE, UVERBS_ATTR_TYPE(u32),
+			   UA_MANDATORY));
+
+DECLARE_UVERBS_NAMED_METHOD(
+	UIW_METHOD_CQ_EVENT,
+	UVERBS_ATTR_IDR(UIW_ATTR_EVENT_HANDLE, UVERBS_OBJECT_CQ,
+			UVERBS_ACCESS_READ, UA_MANDATORY),
+	UVERBS_ATTR_PTR_IN(UIW_ATTR_EVENT_TYPE, UVERBS_ATTR_TYPE(u32),
+			   UA_MANDATORY));
+
+DECLARE_UVERBS_NAMED_METHOD(
+	UIW_METHOD_SRQ_EVENT,
+	UVERBS_ATTR_IDR(UIW_ATTR_EVENT_HANDLE, UVERBS_OBJECT_SRQ,
+			UVERBS_ACCESS_READ, UA_MANDATORY),
+	UVERBS_ATTR_PTR_IN(UIW_ATTR_EVENT_TYPE, UVERBS_ATTR_TYPE(u32),
+			   UA_MANDATORY));
+
+DECLARE_UVERBS_NAMED_METHOD(
 	UIW_METHOD_DEVICE_SET_EVENTFD,
 	UVERBS_ATTR_RAW_FD(UIW_ATTR_SET_EVENTFD_FD, UA_MANDATORY));
 
 ADD_UVERBS_METHODS(uiw_qp_methods, UVERBS_OBJECT_QP,
-		   &UVERBS_METHOD(UIW_METHOD_QP_TAKE_SOCKET));
+		   &UVERBS_METHOD(UIW_METHOD_QP_TAKE_SOCKET),
+		   &UVERBS_METHOD(UIW_METHOD_QP_EVENT));
 ADD_UVERBS_METHODS(uiw_cq_methods, UVERBS_OBJECT_CQ,
-		   &UVERBS_METHOD(UIW_METHOD_CQ_SIGNAL));
+		   &UVERBS_METHOD(UIW_METHOD_CQ_SIGNAL),
+		   &UVERBS_METHOD(UIW_METHOD_CQ_EVENT));
+ADD_UVERBS_METHODS(uiw_srq_methods, UVERBS_OBJECT_SRQ,
+		   &UVERBS_METHOD(UIW_METHOD_SRQ_EVENT));
 ADD_UVERBS_METHODS(uiw_device_methods, UVERBS_OBJECT_DEVICE,
 		   &UVERBS_METHOD(UIW_METHOD_DEVICE_SET_EVENTFD));
 
 const struct uapi_definition uiw_uapi_defs[] = {
 	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_QP, &uiw_qp_methods),
 	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_CQ, &uiw_cq_methods),
+	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_SRQ, &uiw_srq_methods),
 	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_DEVICE, &uiw_device_methods),
 	{}
 };

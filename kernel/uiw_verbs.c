@@ -157,7 +157,7 @@ static int uiw_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
 
 	resp.abi_version = UIW_ABI_VERSION;
 	resp.caps = UIW_CAP_TAKE_SOCKET | UIW_CAP_CQ_SIGNAL |
-		    UIW_CAP_READY_EVENTFD;
+		    UIW_CAP_READY_EVENTFD | UIW_CAP_ASYNC_EVENT;
 	resp.max_qp = UIW_MAX_QP;
 	resp.max_qp_wr = UIW_MAX_QP_WR;
 	resp.max_sge = UIW_MAX_SGE;
@@ -264,6 +264,15 @@ err_id:
 err_count:
 	atomic_dec(&udev->num_cq);
 	return rv;
+}
+
+/* The ring is the provider's; the kernel only checks and records the size. */
+static int uiw_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
+{
+	if (cqe <= 0 || cqe > UIW_MAX_CQE)
+		return -EINVAL;
+	ibcq->cqe = cqe;
+	return 0;
 }
 
 static int uiw_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
@@ -486,6 +495,7 @@ static int uiw_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 	refcount_set(&qp->ref, 1);
 	init_completion(&qp->released);
 	spin_lock_init(&qp->lock);
+	uiw_rtr_qp_init(qp);
 	qp->state = IB_QPS_RESET;
 	qp->num_sqe = cap->max_send_wr;
 	qp->num_rqe = attr->srq ? 0 : cap->max_recv_wr;
@@ -543,8 +553,10 @@ static int uiw_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 			 struct ib_udata *udata)
 {
 	struct uiw_qp *qp = to_uqp(ibqp);
-	enum ib_qp_state next = IB_QPS_RESET;
-	bool close = false, abrupt = false;
+	enum ib_qp_state next = IB_QPS_RESET, prev;
+	bool close = false, abrupt = false, rtr = false;
+	struct uiw_rtr_target t;
+	int rv;
 
 	if (mask & ~(IB_QP_STATE | IB_QP_CUR_STATE | IB_QP_ACCESS_FLAGS |
 		     IB_QP_MAX_QP_RD_ATOMIC | IB_QP_MAX_DEST_RD_ATOMIC |
@@ -559,13 +571,24 @@ static int uiw_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	    attr->max_dest_rd_atomic > UIW_MAX_IRD)
 		return -EINVAL;
 
+	/* RTR with a destination QPN and GID: uiw.ko connects the QP (uiw_rtr.c). */
+	if (uiw_rtr_wanted(attr, mask)) {
+		rv = uiw_rtr_prepare(qp, attr, &t);
+		if (rv < 0)
+			return rv;
+		rtr = rv == 0;
+	}
+
 	spin_lock_bh(&qp->lock);
+	prev = qp->state;
 	if (mask & IB_QP_STATE) {
 		next = attr->qp_state;
 		if (!uiw_qp_transition_ok(qp->state, next)) {
 			spin_unlock_bh(&qp->lock);
 			uiw_dbg_qp(qp, "bad transition %d -> %d\n", qp->state,
 				   next);
+			if (rtr)
+				uiw_rtr_abandon(qp, &t);
 			return -EINVAL;
 		}
 		if (next == IB_QPS_SQD && qp->state != IB_QPS_SQD)
@@ -580,10 +603,17 @@ static int uiw_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		qp->ord = attr->max_rd_atomic;
 	if (mask & IB_QP_MAX_DEST_RD_ATOMIC)
 		qp->ird = attr->max_dest_rd_atomic;
+	uiw_rtr_echo(qp, attr, mask);
+	if (rtr)
+		uiw_rtr_commit(qp, &t);
 	spin_unlock_bh(&qp->lock);
 
 	if (close)
 		uiw_cm_qp_close(qp, abrupt);
+	if ((mask & IB_QP_STATE) && next == IB_QPS_RESET)
+		uiw_rtr_reset(qp);
+	if (rtr)
+		return uiw_rtr_start(qp, prev);
 	return 0;
 }
 
@@ -604,13 +634,14 @@ static int uiw_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	attr->max_dest_rd_atomic = qp->ird;
 	attr->cap.max_send_wr = qp->num_sqe;
 	attr->cap.max_recv_wr = qp->num_rqe;
+	attr->path_mtu = ib_mtu_int_to_enum(netdev->mtu);
+	attr->port_num = 1;
+	uiw_rtr_query(qp, attr);
 	spin_unlock_bh(&qp->lock);
 
 	attr->cap.max_send_sge = UIW_MAX_SGE;
 	attr->cap.max_recv_sge = UIW_MAX_SGE;
 	attr->cap.max_inline_data = UIW_MAX_INLINE;
-	attr->path_mtu = ib_mtu_int_to_enum(netdev->mtu);
-	attr->port_num = 1;
 
 	init->cap = attr->cap;
 	init->qp_type = IB_QPT_RC;
@@ -625,6 +656,7 @@ static int uiw_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
 	struct uiw_dev *udev = to_udev(ibqp->device);
 	struct uiw_qp *qp = to_uqp(ibqp);
+	bool abort;
 
 	/*
 	 * Unpublish first: after the grace period neither iw_get_qp() (it runs under
@@ -634,9 +666,11 @@ static int uiw_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	synchronize_rcu();
 
 	spin_lock_bh(&qp->lock);
+	abort = qp->state == IB_QPS_ERR;
 	qp->state = IB_QPS_ERR;
 	qp->dying = true;
 	spin_unlock_bh(&qp->lock);
+	uiw_rtr_destroy(qp, abort);
 	uiw_cm_qp_destroy(qp);
 
 	/* iw_cm drops its references when it has processed our CLOSE/CONNECT_REPLY. */
@@ -645,6 +679,13 @@ static int uiw_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 
 	put_pid(qp->owner);
 	atomic_dec(&udev->num_qp);
+	return 0;
+}
+
+/* Called by ib_register_device() before any user can reach the device. */
+static int uiw_enable_driver(struct ib_device *ibdev)
+{
+	uiw_rtr_dev_init(to_udev(ibdev));
 	return 0;
 }
 
@@ -714,6 +755,7 @@ const struct ib_device_ops uiw_device_ops = {
 	.destroy_qp = uiw_destroy_qp,
 	.destroy_srq = uiw_destroy_srq,
 	.disassociate_ucontext = uiw_disassociate_ucontext,
+	.enable_driver = uiw_enable_driver,
 	.get_dev_fw_str = uiw_get_dev_fw_str,
 	.get_dma_mr = uiw_get_dma_mr,
 	.get_port_immutable = uiw_get_port_immutable,
@@ -738,6 +780,7 @@ const struct ib_device_ops uiw_device_ops = {
 	.query_srq = uiw_query_srq,
 	.reg_user_mr = uiw_reg_user_mr,
 	.req_notify_cq = uiw_req_notify_cq,
+	.resize_cq = uiw_resize_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_cq, uiw_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_pd, uiw_pd, ibpd),

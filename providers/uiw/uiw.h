@@ -60,6 +60,7 @@ struct Cq : ibv_cq {
   // next time slice. Lock order: qps_mu before any Connection mutex.
   std::mutex qps_mu;
   std::vector<Qp*> qps;
+  std::atomic<bool> overrun_reported{false};  // IBV_EVENT_CQ_ERR is raised once
 };
 
 struct Srq : ibv_srq {
@@ -145,6 +146,9 @@ int req_notify_cq(ibv_cq* cq, int solicited_only) noexcept;
 // uiw_conn.cpp: driver methods and the connection side of a QP.
 int method_set_eventfd(ibv_context* ctx, int fd) noexcept;  // 0 or errno
 int method_cq_signal(ibv_cq* cq) noexcept;                  // 0 or errno
+// Raise an affiliated async event through uiw.ko (object: UVERBS_OBJECT_QP, _CQ or _SRQ);
+// 0 or errno (EOPNOTSUPP from a uiw.ko without UIW_CAP_ASYNC_EVENT).
+int method_event(ibv_context* ctx, uint16_t object, uint32_t handle, ibv_event_type type) noexcept;
 void qp_event(Qp* qp, engine::QpEvent ev) noexcept;
 // Graceful close before the kernel's FIN (ibv_modify_qp to SQD): the queued sends are pushed
 // into the socket first, at most timeout_ms.

@@ -41,6 +41,8 @@ class DriverMethod {
     add(id, 0, static_cast<uint64_t>(static_cast<int64_t>(fd)));
   }
   void ptr_out(uint16_t id, void* p, uint16_t len) { add(id, len, reinterpret_cast<uintptr_t>(p)); }
+  // A PTR_IN of at most 8 bytes travels inline in the attribute's data word.
+  void u32_in(uint16_t id, uint32_t v) { add(id, sizeof(v), v); }
   // 0 or errno.
   int run(ibv_context* ctx) {
     hdr()->length =
@@ -121,10 +123,15 @@ bool attach_socket(Context* ctx, Qp* qp) {
   uiw_conn_info info{};
   const int rc = method_take_socket(qp, &fd, &info);
   if (rc == EAGAIN || rc == ENOTCONN) return false;
+  if (rc == EALREADY) return true;
   if (rc) {
-    std::fprintf(stderr, "uiw: QP %u: taking the socket from uiw.ko failed: %s\n", qp->qp_num,
-                 std::strerror(rc));
-    return rc == EALREADY;
+    // The connection failed for good (connect-on-RTR: refused, timed out, wrong peer): the QP
+    // is in Error, its work requests complete with flush errors (uiw.ko raised QP fatal).
+    std::fprintf(stderr, "uiw: QP %u: connection failed: %s\n", qp->qp_num, std::strerror(rc));
+    std::lock_guard lock(qp->mu);
+    qp->link = Link::Down;
+    qp->eqp->abort();
+    return true;
   }
   std::lock_guard lock(qp->mu);
   // The application may have moved the QP to ERR/RESET meanwhile: the socket is of no use then.
@@ -169,13 +176,41 @@ int method_cq_signal(ibv_cq* cq) noexcept {
   return m.run(cq->context);
 }
 
+int method_event(ibv_context* ctx, uint16_t object, uint32_t handle, ibv_event_type type) noexcept {
+  if (!(to_ctx(ctx)->caps.caps & UIW_CAP_ASYNC_EVENT)) return EOPNOTSUPP;
+  uint16_t method = UIW_METHOD_SRQ_EVENT;
+  if (object == UVERBS_OBJECT_QP) method = UIW_METHOD_QP_EVENT;
+  if (object == UVERBS_OBJECT_CQ) method = UIW_METHOD_CQ_EVENT;
+  DriverMethod m(object, method);
+  m.idr_in(UIW_ATTR_EVENT_HANDLE, handle);
+  m.u32_in(UIW_ATTR_EVENT_TYPE, static_cast<uint32_t>(type));
+  return m.run(ctx);
+}
+
 void qp_event(Qp* qp, engine::QpEvent ev) noexcept {
-  // uiw.ko has no method to raise an affiliated async event yet, so a fatal QP error shows in
-  // the completions (flushed WRs) and in ibv_query_qp; tell whoever debugs.
-  if (!debug_enabled()) return;
-  static const char* const kNames[] = {"established",     "terminate sent", "terminate received",
-                                       "connection lost", "CQ overrun",     "closed"};
-  std::fprintf(stderr, "uiw: QP %u: %s\n", qp->qp_num, kNames[static_cast<int>(ev)]);
+  if (debug_enabled()) {
+    static const char* const kNames[] = {"established",     "terminate sent", "terminate received",
+                                         "connection lost", "CQ overrun",     "closed"};
+    std::fprintf(stderr, "uiw: QP %u: %s\n", qp->qp_num, kNames[static_cast<int>(ev)]);
+  }
+  // Affiliated async events (ibv_get_async_event), raised through uiw.ko: a Terminate either
+  // way or a lost LLP ends the QP in Error (RDMAP §5.4) = IBV_EVENT_QP_FATAL; a completion that
+  // found its CQ full = IBV_EVENT_CQ_ERR on the CQ that overran.
+  switch (ev) {
+    case engine::QpEvent::TerminateSent:
+    case engine::QpEvent::TerminateReceived:
+    case engine::QpEvent::LlpError:
+      method_event(qp->context, UVERBS_OBJECT_QP, qp->handle, IBV_EVENT_QP_FATAL);
+      break;
+    case engine::QpEvent::CqOverrun:
+      for (ibv_cq* cq : {qp->send_cq, qp->recv_cq}) {
+        if (to_cq(cq)->cq->overrun() && !to_cq(cq)->overrun_reported.exchange(true))
+          method_event(qp->context, UVERBS_OBJECT_CQ, cq->handle, IBV_EVENT_CQ_ERR);
+      }
+      break;
+    default:
+      break;
+  }
 }
 
 void qp_drain(Qp* qp, int timeout_ms) noexcept {

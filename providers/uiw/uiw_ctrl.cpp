@@ -189,10 +189,33 @@ ibv_cq* create_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int ve
       [](Cq* cq) { ibv_cmd_destroy_cq(cq); });
 }
 
+// The engine ring first (it refuses to shrink below what is queued), then the kernel's record.
+int resize_cq(ibv_cq* ibcq, int cqe) noexcept {
+  Cq* cq = to_cq(ibcq);
+  const int max_cqe = static_cast<int>(to_ctx(ibcq->context)->caps.max_cqe);
+  if (cqe <= 0 || cqe > max_cqe) return EINVAL;
+  if (const int rc = cq->cq->resize(static_cast<uint32_t>(cqe))) return -rc;
+  uiw_cmd<ib_uverbs_resize_cq> cmd{};
+  ib_uverbs_resize_cq_resp resp{};
+  if (const int rc = ibv_cmd_resize_cq(ibcq, cqe, &cmd, sizeof(cmd), &resp, sizeof(resp))) return rc;
+  ibcq->cqe = cqe;
+  return 0;
+}
+
 int destroy_cq(ibv_cq* ibcq) noexcept {
   if (const int rc = ibv_cmd_destroy_cq(ibcq)) return rc;  // EBUSY while QPs use it
   delete to_cq(ibcq);
   return 0;
+}
+
+// SRQ limit (IBV_SRQ_LIMIT): when fewer than `limit` receives remain, the engine fires once and
+// uiw.ko raises IBV_EVENT_SRQ_LIMIT_REACHED (and disarms its shadow limit); 0 disarms.
+void arm_srq_limit(Srq* srq, uint32_t limit) {
+  ibv_context* ctx = srq->context;
+  const uint32_t handle = srq->handle;
+  srq->rq->arm_limit(limit, [ctx, handle] {
+    method_event(ctx, UVERBS_OBJECT_SRQ, handle, IBV_EVENT_SRQ_LIMIT_REACHED);
+  });
 }
 
 ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init) noexcept {
@@ -204,6 +227,7 @@ ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init) noexcept {
       },
       [&](Srq* srq) {
         srq->rq = std::make_unique<engine::ReceiveQueue>(std::max(resp.drv.num_rqe, 1u), true);
+        if (init->attr.srq_limit) arm_srq_limit(srq, init->attr.srq_limit);
         return 0;
       },
       [](Srq* srq) { ibv_cmd_destroy_srq(srq); });
@@ -211,7 +235,9 @@ ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init) noexcept {
 
 int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) noexcept {
   uiw_cmd<ib_uverbs_modify_srq> cmd{};
-  return ibv_cmd_modify_srq(srq, attr, mask, &cmd, sizeof(cmd));
+  if (const int rc = ibv_cmd_modify_srq(srq, attr, mask, &cmd, sizeof(cmd))) return rc;
+  if (mask & IBV_SRQ_LIMIT) return guarded([&] { return arm_srq_limit(to_srq(srq), attr->srq_limit), 0; });
+  return 0;
 }
 
 int query_srq(ibv_srq* srq, ibv_srq_attr* attr) noexcept {
@@ -283,6 +309,26 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr) noexcept {
         cq_detach(to_cq(attr->recv_cq), qp);
         ibv_cmd_destroy_qp(qp);
       });
+}
+
+// ibv_create_qp_ex (pyverbs' QPInitAttrEx): the plain QP with a PD and no create flags. The
+// ibv_wr_* send API (IBV_QP_INIT_ATTR_SEND_OPS_FLAGS), XRC and RSS are not offered.
+ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex* attr) noexcept {
+  const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  if ((attr->comp_mask & ~known) || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
+      ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags))
+    return errno = EOPNOTSUPP, nullptr;
+  ibv_qp_init_attr a{};
+  a.qp_context = attr->qp_context;
+  a.send_cq = attr->send_cq;
+  a.recv_cq = attr->recv_cq;
+  a.srq = attr->srq;
+  a.cap = attr->cap;
+  a.qp_type = attr->qp_type;
+  a.sq_sig_all = attr->sq_sig_all;
+  ibv_qp* qp = create_qp(attr->pd, &a);
+  if (qp) attr->cap = a.cap;
+  return qp;
 }
 
 int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
@@ -396,6 +442,7 @@ const verbs_context_ops kContextOps = {
     .alloc_pd = alloc_pd,
     .create_cq = create_cq,
     .create_qp = create_qp,
+    .create_qp_ex = create_qp_ex,
     .create_srq = create_srq,
     .dealloc_pd = dealloc_pd,
     .dereg_mr = dereg_mr,
@@ -415,6 +462,7 @@ const verbs_context_ops kContextOps = {
     .query_srq = query_srq,
     .reg_mr = reg_mr,
     .req_notify_cq = req_notify_cq,
+    .resize_cq = resize_cq,
 };
 #pragma GCC diagnostic pop
 

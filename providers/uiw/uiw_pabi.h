@@ -213,6 +213,8 @@ int ibv_cmd_create_cq(ibv_context* context, int cqe, ibv_comp_channel* channel, 
                       ibv_cq* cq, void* cmd, size_t cmd_size, ib_uverbs_create_cq_resp* resp,
                       size_t resp_size);
 int ibv_cmd_destroy_cq(ibv_cq* cq);
+int ibv_cmd_resize_cq(ibv_cq* cq, int cqe, void* cmd, size_t cmd_size,
+                      ib_uverbs_resize_cq_resp* resp, size_t resp_size);
 int ibv_cmd_create_srq(ibv_pd* pd, ibv_srq* srq, ibv_srq_init_attr* attr, void* cmd,
                        size_t cmd_size, ib_uverbs_create_srq_resp* resp, size_t resp_size);
 int ibv_cmd_modify_srq(ibv_srq* srq, ibv_srq_attr* srq_attr, int srq_attr_mask, void* cmd,

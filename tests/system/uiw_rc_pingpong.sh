@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# needs: uiw
+# connect-on-RTR (kernel/uiw_rtr.c): unmodified ibv_rc_pingpong exchanges QPN and GID over its
+# own TCP socket and moves its QP to RTR/RTS itself; uiw.ko connects the two QPs. uiw0 <-> uiw1,
+# GID index 0 (the netdev's IPv4 address, uiw-abi.h), every received buffer validated (-c):
+# default, -s 1, -s 4096, -s 1048576, -n 10000, -e (completion events), server on either
+# device, and two pairs at once.
+# timeout: 900
+source "$UIW_ROOT/tests/system/lib.sh"
+
+# wait_tcp_listen PORT: until something listens on TCP PORT (ibv_rc_pingpong's server).
+wait_tcp_listen() {
+  local i
+  for ((i = 0; i < 150; i++)); do
+    ss -Hltn "sport = :$1" | grep -q . && return 0
+    sleep 0.2
+  done
+  fail "nothing listens on TCP port $1"
+}
+
+# pingpong NAME PORT SERVER_DEV CLIENT_DEV SERVER_ADDR ARGS...: one verified run; prints the
+# client's rate line.
+pingpong() {
+  local name=$1 port=$2 sdev=$3 cdev=$4 saddr=$5 side
+  shift 5
+  start_bg "$name-server" ibv_rc_pingpong -d "$sdev" -g 0 -p "$port" -c "$@"
+  wait_tcp_listen "$port"
+  run_fg "$name-client" 300 ibv_rc_pingpong -d "$cdev" -g 0 -p "$port" -c "$@" "$saddr"
+  wait_bg "$name-server" 60
+  for side in server client; do
+    expect "$name-$side" ' bytes in .* seconds = ' "$name $side printed no result"
+    if grep -Eiq 'fail|error|mismatch|couldn' "$name-$side.log"; then
+      show "$name-$side"
+      fail "$name $side reported an error"
+    fi
+  done
+  log "$name: $(grep -E ' iters in ' "$name-client.log")"
+}
+
+pingpong default 18601 "$UIW0_DEV" "$UIW1_DEV" "$UIW0_ADDR"
+# The remote GID both sides print is the other one's IPv4-mapped address.
+expect default-server "remote address: .*GID ::ffff:$UIW1_ADDR" "server saw the wrong peer GID"
+pingpong size1 18602 "$UIW0_DEV" "$UIW1_DEV" "$UIW0_ADDR" -s 1
+pingpong size4096 18603 "$UIW0_DEV" "$UIW1_DEV" "$UIW0_ADDR" -s 4096
+pingpong size1m 18604 "$UIW0_DEV" "$UIW1_DEV" "$UIW0_ADDR" -s 1048576 -n 100
+pingpong iters10000 18605 "$UIW0_DEV" "$UIW1_DEV" "$UIW0_ADDR" -n 10000 -s 64
+pingpong events 18606 "$UIW0_DEV" "$UIW1_DEV" "$UIW0_ADDR" -e
+# Server on uiw1: the lower (GID, QPN) pair still initiates, now from the client's side.
+pingpong reversed 18607 "$UIW1_DEV" "$UIW0_DEV" "$UIW1_ADDR"
+
+# Two pairs at once, each direction of server placement.
+start_bg pairA-server ibv_rc_pingpong -d "$UIW0_DEV" -g 0 -p 18608 -c -n 2000
+start_bg pairB-server ibv_rc_pingpong -d "$UIW1_DEV" -g 0 -p 18609 -c -n 2000
+wait_tcp_listen 18608
+wait_tcp_listen 18609
+start_bg pairA-client ibv_rc_pingpong -d "$UIW1_DEV" -g 0 -p 18608 -c -n 2000 "$UIW0_ADDR"
+start_bg pairB-client ibv_rc_pingpong -d "$UIW0_DEV" -g 0 -p 18609 -c -n 2000 "$UIW1_ADDR"
+for n in pairA-client pairB-client pairA-server pairB-server; do
+  wait_bg $n 300
+  expect $n '2000 iters in ' "$n did not finish its 2000 iterations"
+done
+log "two pairs at once: $(grep -h ' iters in ' pairA-client.log pairB-client.log | tr '\n' ';')"
+echo "PASS: ibv_rc_pingpong over connect-on-RTR"
