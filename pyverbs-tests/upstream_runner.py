@@ -1,0 +1,42 @@
+"""Runs rdma-core's installed pyverbs suite like its run_tests.py does (same argument parser,
+same test loading), with one addition: a per-test time limit, so a test blocked forever in a
+verbs call (e.g. waiting for a completion event that never comes) fails alone instead of
+hanging the run. The upstream tests themselves are not modified.
+
+usage: upstream_runner.py TESTS_DIR [run_tests.py arguments, e.g. --dev uiw0 -v]
+Environment: UPSTREAM_TEST_LIMIT (seconds per test, default 120).
+"""
+import faulthandler
+import os
+import signal
+import sys
+import unittest
+from importlib.machinery import SourceFileLoader
+
+tests_dir = os.path.abspath(sys.argv.pop(1))
+sys.path.insert(0, tests_dir)
+from args_parser import parser  # noqa: E402  (the suite's own parser)
+
+LIMIT = int(os.environ.get("UPSTREAM_TEST_LIMIT", "120"))
+
+
+class TimedResult(unittest.TextTestResult):
+    def startTest(self, test):
+        def expired(signum, frame):
+            raise TimeoutError(f"{test.id()} exceeded {LIMIT}s (uiw runner's time limit)")
+
+        signal.signal(signal.SIGALRM, expired)
+        signal.alarm(LIMIT)
+        # If the alarm cannot interrupt (e.g. a retried system call), dump stacks and exit.
+        faulthandler.dump_traceback_later(LIMIT * 3, exit=True)
+        super().startTest(test)
+
+    def stopTest(self, test):
+        signal.alarm(0)
+        faulthandler.cancel_dump_traceback_later()
+        super().stopTest(test)
+
+
+tests = SourceFileLoader("tests", os.path.join(tests_dir, "__init__.py")).load_module()
+parser.parse_args()
+unittest.main(module=tests, testRunner=unittest.TextTestRunner(resultclass=TimedResult))
