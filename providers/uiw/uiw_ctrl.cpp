@@ -197,7 +197,8 @@ int resize_cq(ibv_cq* ibcq, int cqe) noexcept {
   if (const int rc = cq->cq->resize(static_cast<uint32_t>(cqe))) return -rc;
   uiw_cmd<ib_uverbs_resize_cq> cmd{};
   ib_uverbs_resize_cq_resp resp{};
-  if (const int rc = ibv_cmd_resize_cq(ibcq, cqe, &cmd, sizeof(cmd), &resp, sizeof(resp))) return rc;
+  if (const int rc = ibv_cmd_resize_cq(ibcq, cqe, &cmd, sizeof(cmd), &resp, sizeof(resp)))
+    return rc;
   ibcq->cqe = cqe;
   return 0;
 }
@@ -236,7 +237,8 @@ ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init) noexcept {
 int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) noexcept {
   uiw_cmd<ib_uverbs_modify_srq> cmd{};
   if (const int rc = ibv_cmd_modify_srq(srq, attr, mask, &cmd, sizeof(cmd))) return rc;
-  if (mask & IBV_SRQ_LIMIT) return guarded([&] { return arm_srq_limit(to_srq(srq), attr->srq_limit), 0; });
+  if (mask & IBV_SRQ_LIMIT)
+    return guarded([&] { return arm_srq_limit(to_srq(srq), attr->srq_limit), 0; });
   return 0;
 }
 
