@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# needs: uiw
+# timeout: 600
+# perftest over uiw with rdma_cm (-R), server on uiw0, client on uiw1 (--source_ip):
+# ib_write_lat (the server's progress thread places each Write; the application spins on
+# memory), ib_read_lat (Read Responses answered by the progress thread), ib_send_lat; then
+# ib_write_lat -a (every size from 2 B to 8 MiB) and ib_send_bw -q 4 (four QPs, four
+# connections in one context). Both sides must exit 0 and report every size.
+source "$UIW_ROOT/tests/system/lib.sh"
+source "$UIW_ROOT/providers/uiw/tests/allow_local_sources.sh"
+allow_local_sources
+
+port=18530
+
+# pair NAME TOOL ARGS...: TOOL's server on uiw0 and client on uiw1 (logs NAME-server.log,
+# NAME-client.log). perftest's cycle-counter calibration sometimes fails under TCG
+# ("Correlation coefficient r^2 < 0.9", nothing to do with the device): then it runs once more.
+pair() {
+  local name=$1 tool=$2 try
+  shift 2
+  for try in 1 2; do
+    start_bg "$name-server" "$tool" -R -d "$UIW0_DEV" -p $port "$@"
+    wait_cm_listen $port
+    local rc=0
+    timeout -k 5 300 "$tool" -R -d "$UIW1_DEV" -p $port --source_ip "$UIW1_ADDR" "$@" \
+      "$UIW0_ADDR" >"$name-client.log" 2>&1 || rc=$?
+    port=$((port + 1))
+    if [ $rc != 0 ] && [ $try = 1 ] && grep -q 'Correlation coefficient' "$name-client.log" \
+      "$name-server.log"; then
+      log "$name: perftest clock calibration failed under TCG, once more"
+      wait "${BG_PID[$name-server]}" 2>/dev/null || true
+      continue
+    fi
+    [ $rc = 0 ] || { show "$name-client"; fail "$name client exited $rc"; }
+    wait_bg "$name-server" 60
+    break
+  done
+  local side
+  for side in client server; do
+    expect "$name-$side" 'Transport type : IW' "$name $side did not run over iWARP"
+    if grep -Eiq 'failed|bad wc|error' "$name-$side.log"; then
+      show "$name-$side"
+      fail "$name $side reported an error"
+    fi
+  done
+  expect "$name-server" "Device +: $UIW0_DEV" "$name server not on $UIW0_DEV"
+  expect "$name-client" "Device +: $UIW1_DEV" "$name client not on $UIW1_DEV"
+}
+
+# lat_line NAME SIZE ITERS: the client's result row (#bytes #iterations t_min t_max t_typical
+# t_avg ...); fails if it is missing.
+lat_line() {
+  local l
+  l=$(awk -v s="$2" -v n="$3" '$1 == s && $2 == n && NF >= 6' "$1-client.log" | tail -n1)
+  [ -n "$l" ] || { show "$1-client"; fail "$1: no result row for $2 bytes x $3"; }
+  echo "$l"
+}
+
+for tool in ib_write_lat ib_read_lat ib_send_lat; do
+  pair "$tool" "$tool" -s 8 -n 1000
+  read -r _ _ tmin _ ttyp tavg _ <<<"$(lat_line "$tool" 8 1000)"
+  log "$tool 8 B x 1000: t_min $tmin t_typical $ttyp t_avg $tavg usec"
+done
+
+# -a: 2^1 .. 2^23 bytes, 10 round trips each.
+pair write_lat_all ib_write_lat -a -n 10
+for ((k = 1; k <= 23; k++)); do lat_line write_lat_all $((1 << k)) 10 >/dev/null; done
+log "ib_write_lat -a: all 23 sizes, 8 MiB t_typical $(lat_line write_lat_all 8388608 10 |
+  awk '{print $5}') usec"
+
+# -q 4: four QPs (four rdma_cm connections); the report sums them (4 x 200 iterations).
+pair send_bw_q4 ib_send_bw -q 4 -s 65536 -n 200
+for side in client server; do
+  perftest_bw "send_bw_q4-$side" 65536 800 >/dev/null
+done
+log "ib_send_bw -q 4, 64 KiB x 200 per QP: $BW MB/s"
