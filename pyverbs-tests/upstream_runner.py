@@ -39,4 +39,9 @@ class TimedResult(unittest.TextTestResult):
 
 tests = SourceFileLoader("tests", os.path.join(tests_dir, "__init__.py")).load_module()
 parser.parse_args()
-unittest.main(module=tests, testRunner=unittest.TextTestRunner(resultclass=TimedResult))
+class TimedRunner(unittest.TextTestRunner):
+    resultclass = TimedResult
+
+
+# A runner class (not an instance), so unittest.main passes -v on as the verbosity.
+unittest.main(module=tests, testRunner=TimedRunner)
