@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # needs: uiw siw
-# timeout: 900
+# timeout: 2400
 # A Terminate provoked on each side of a uiw0 <-> siw0 connection (uiw_term_check: an RDMA
 # Write, then an RDMA Read, with a wrong rkey), captured on lo (where traffic between two local
 # addresses flows) and decoded by Wireshark's iWARP dissector:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # needs: uiw siw
-# timeout: 900
+# timeout: 2400
 # Wire validation of uiw <-> siw with Wireshark's iWARP dissectors: rping -V sessions (20 x 3000
 # bytes) in both directions, CRC off and CRC on (required by uiw), each captured on lo (the
 # interface that carries traffic between the two local addresses) from before the connection

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # needs: uiw
-# timeout: 900
+# timeout: 2400
 # Wire validation of uiw <-> uiw with Wireshark's iWARP dissectors (MPA, DDP/RDMAP): rping -V
 # sessions (uiw1 -> uiw0, 20 x 3000 bytes) captured on lo (both addresses are local, so the
 # kernel routes the TCP connection over lo; the veth pair only carries rdma_cm's ARP) from before
