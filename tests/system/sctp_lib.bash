@@ -29,3 +29,22 @@ sctp_expect_chunks() {
   [ $((now - $1)) -ge "$2" ] || fail "$3: only $((now - $1)) unordered SCTP chunks sent, want >= $2"
   log "$3: $((now - $1)) unordered SCTP DATA chunks"
 }
+
+# sctp_capture_start / sctp_capture_stop: a tshark capture of SCTP on lo (the uiw addresses
+# are all local) into cap.pcapng; needs tshark.
+sctp_capture_start() {
+  command -v tshark >/dev/null || fail "tshark is not installed"
+  start_bg capture tshark -n -i lo -f sctp -w cap.pcapng
+  local i
+  for i in $(seq 1 100); do # tshark under TCG takes seconds to start capturing
+    grep -q "Capturing on" capture.log 2>/dev/null && return 0
+    sleep 0.2
+  done
+  show capture
+  fail "tshark did not start capturing"
+}
+sctp_capture_stop() {
+  sleep 2
+  kill -INT "${BG_PID[capture]}"
+  wait "${BG_PID[capture]}" || true
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# needs: uiw
+# timeout: 2400
+# perftest with rdma_cm (-R) between uiw1 (client, --source_ip) and uiw0 (server), first with
+# both devices in TCP mode (TCP + MPA), then in SCTP mode (DDP over SCTP, RFC 5043), in the
+# same VM boot so the numbers compare: ib_write_bw, ib_read_bw, ib_send_bw (64 KiB x 200) and
+# ib_write_lat, ib_read_lat, ib_send_lat (8 B x 100). Both sides exit 0 with a result row;
+# in SCTP mode the traffic must be unordered SCTP DATA chunks. Prints one summary line per
+# tool and mode ("RESULT ...").
+source "$UIW_ROOT/tests/system/lib.sh"
+source "$UIW_ROOT/providers/uiw/tests/allow_local_sources.sh"
+source "$UIW_ROOT/tests/system/sctp_lib.bash"
+allow_local_sources
+
+port=18560
+
+# pair NAME TOOL ARGS...: server on uiw0, client on uiw1. perftest's cycle-counter calibration
+# can fail under TCG ("Correlation coefficient"): then once more.
+pair() {
+  local name=$1 tool=$2 try rc
+  shift 2
+  for try in 1 2; do
+    start_bg "$name-server" "$tool" -R -d "$UIW0_DEV" -p $port "$@"
+    wait_cm_listen $port
+    rc=0
+    timeout -k 5 300 "$tool" -R -d "$UIW1_DEV" -p $port --source_ip "$UIW1_ADDR" "$@" \
+      "$UIW0_ADDR" >"$name-client.log" 2>&1 || rc=$?
+    port=$((port + 1))
+    if [ $rc != 0 ] && [ $try = 1 ] && grep -q 'Correlation coefficient' "$name-client.log" \
+      "$name-server.log"; then
+      log "$name: perftest clock calibration failed under TCG, once more"
+      wait "${BG_PID[$name-server]}" 2>/dev/null || true
+      continue
+    fi
+    [ $rc = 0 ] || { show "$name-client"; show "$name-server"; fail "$name client exited $rc"; }
+    wait_bg "$name-server" 60
+    break
+  done
+  if grep -Eiq 'failed|bad wc|error' "$name-client.log" "$name-server.log"; then
+    show "$name-client"
+    show "$name-server"
+    fail "$name reported an error"
+  fi
+  expect "$name-client" "Device +: $UIW1_DEV" "$name client not on $UIW1_DEV"
+}
+
+run_mode() {
+  local mode=$1 tool row before
+  before=$(sctp_stat SctpOutUnorderChunks 2>/dev/null || echo 0)
+  for tool in ib_write_bw ib_read_bw ib_send_bw; do
+    pair "$mode-$tool" $tool -s 65536 -n 200
+    BW=$(perftest_bw "$mode-$tool-client" 65536 200)
+    echo "RESULT $mode $tool 65536x200 BW_average_MBps=$BW"
+  done
+  for tool in ib_write_lat ib_read_lat ib_send_lat; do
+    pair "$mode-$tool" $tool -s 8 -n 100
+    row=$(awk '$1 == 8 && $2 == 100 && NF >= 6' "$mode-$tool-client.log" | tail -n1)
+    [ -n "$row" ] || { show "$mode-$tool-client"; fail "$mode $tool: no result row"; }
+    echo "RESULT $mode $tool 8x100 t_typical_us=$(echo "$row" | awk '{print $5}') t_avg_us=$(echo "$row" | awk '{print $6}')"
+  done
+  if [ "$mode" = sctp ]; then
+    sctp_expect_chunks "$before" 1000 "perftest in SCTP mode"
+  fi
+}
+
+run_mode tcp
+sctp_mode
+run_mode sctp
