@@ -46,7 +46,16 @@ class HostileBase(unittest.TestCase):
 
     def setUp(self):
         self.peers = []
-        self.server.sync()
+        try:
+            self.server.sync(30)
+        except AssertionError as e:
+            # A server stuck tearing down a connection (a uiw bug the failed test reports)
+            # must not fail every later case: start a fresh one.
+            print(f"\nrestarting uiw_hostile_server: {e}")
+            self.server.proc.kill()
+            self.server.proc.wait()
+            type(self).port += 10
+            type(self).setUpClass()
 
     def tearDown(self):
         # Close what a failed test left open, so the server finishes that connection first.
@@ -189,7 +198,7 @@ class HostileDataTest(HostileBase):
         peer = self.connect()
         r0, r1 = peer.regions["r0"], peer.regions["r1"]
         peer.send_ulpdu(peer.write(r0.stag, r0.addr + 100, b"\xab" * 16))
-        peer.send_ulpdu(peer.send(b"hello uiw"))
+        peer.send_ulpdu(peer.send(b"hello UIW"))  # no 0x77 (the receive fill)
         peer.send_ulpdu(peer.read_request(r1.stag, r1.addr + 8, 32, sink_stag=0x777, sink_to=5))
         deadline = time.time() + 30
         got = []
@@ -208,8 +217,10 @@ class HostileDataTest(HostileBase):
 
     def test_bad_crc(self):
         peer = self.connect()
+        # uiw places payload as it lands and checks the CRC at the end of the FPDU (DESIGN.md,
+        # directed reads): the posted buffer holds the bytes, but the receive never completes.
         self.attack([peer.send(b"x" * 10)], cause(2, 0, T.kMpaCrc), (False, False, False),
-                    bad_crc=True, peer=peer)
+                    bad_crc=True, recv_changed=True, peer=peer)
 
     def test_wrong_ddp_version_untagged(self):
         peer = self.connect()
