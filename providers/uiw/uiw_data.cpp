@@ -1,6 +1,9 @@
 // libuiw data path: post_send / post_recv / post_srq_recv, poll_cq and req_notify_cq. No system
-// call on this path except the socket I/O of an inline transmit pass after post_send; the
-// translation between ibv_* and the engine's types is table-driven (map_*).
+// call on this path except the socket I/O of inline progress passes and a sched_yield after a
+// transmit or an empty, idle poll (give_way); the translation between ibv_* and the engine's
+// types is table-driven (map_*).
+#include <sched.h>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -117,6 +120,15 @@ bool try_progress(Qp* qp) {
   return c.progress();
 }
 
+// Hands the CPU to whoever our last transmit woke. On a loaded or small machine (the test VM:
+// 2 vCPUs, both applications spinning) the peer's progress thread, woken by our bytes through
+// a sync wakeup, waits on *this* CPU for the next scheduler tick (4 ms at HZ=250) unless we
+// give way: ib_write_lat's receiver spins on memory, so only that thread can place the Write.
+// One syscall; when nobody else is runnable it returns at once.
+void give_way() {
+  sched_yield();
+}
+
 }  // namespace
 
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
@@ -136,7 +148,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
   }
   // Transmit now, in the caller's thread (the lowest latency, and no doorbell to ring); what
   // the socket does not take, the progress thread sends when it becomes writable.
-  try_progress(qp);
+  if (try_progress(qp)) give_way();
   return rc;
 }
 
@@ -199,7 +211,12 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
       std::lock_guard lock(cq->qps_mu);
       for (Qp* qp : cq->qps) moved |= try_progress(qp);
     }
-    if (!moved) break;
+    if (!moved) {
+      // Nothing here and nothing moving: a spinning poller would only keep the progress
+      // threads (ours and a local peer's) from the CPU that would produce the completion.
+      give_way();
+      break;
+    }
   }
   return total;
 }
