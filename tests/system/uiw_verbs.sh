@@ -17,7 +17,7 @@ for dev in "$UIW0_DEV" "$UIW1_DEV"; do
   run_fg "devinfo-$dev" 60 ibv_devinfo -v -d "$dev"
   expect "devinfo-$dev" 'transport:[[:space:]]+iWARP \(1\)' "$dev is not an iWARP device"
   expect "devinfo-$dev" 'state:[[:space:]]+PORT_ACTIVE' "$dev port is not active"
-  expect "devinfo-$dev" 'max_sge_rd:[[:space:]]+1$' "$dev max_sge_rd"
+  expect "devinfo-$dev" 'max_sge_rd:[[:space:]]+16$' "$dev max_sge_rd"
   run_fg "check-$dev" 60 "$check" "$dev"
   expect "check-$dev" '^PASS$'
   log "$dev: $(grep -c '^ok:' "check-$dev.log") control-path groups ok"
