@@ -12,33 +12,18 @@
 
 source "$UIW_ROOT/providers/uiw/tests/allow_local_sources.sh"
 
-# siw_tunable_build OUTDIR KVER SRCDIR: builds OUTDIR/siw.ko from siw's sources in SRCDIR with
-# mpa_crc_required, mpa_crc_strict, peer_to_peer, mpa_version and rtr_type as module parameters.
-siw_tunable_build() {
-  local out=$1 kver=$2 src=$3 v
-  rm -rf "$out" && mkdir -p "$out" && cp -a "$src/." "$out/" && rm -f "$out"/*.o "$out"/*.ko
-  for v in mpa_crc_required mpa_crc_strict peer_to_peer; do
-    sed -i "s/^const bool $v;/bool $v;\nmodule_param($v, bool, 0644);/" "$out/siw_main.c"
-    sed -i "s/^extern const bool $v;/extern bool $v;/" "$out/siw.h"
-  done
-  sed -i 's/^u_char mpa_version = MPA_REVISION_2;/&\nmodule_param(mpa_version, byte, 0644);/' \
-    "$out/siw_main.c"
-  # rtr_type is a __be16: write 128 (Write RTR), 64 (Read RTR) or 192 (both) on little endian.
-  sed -i 's/^static __be16 rtr_type = .*;/&\nmodule_param(rtr_type, ushort, 0644);/' "$out/siw_cm.c"
-  grep -q 'module_param(rtr_type' "$out/siw_cm.c" || return 1
-  [ "$(grep -c '^module_param(' "$out/siw_main.c")" = 4 ] || return 1
-  make -C "/lib/modules/$kver/build" M="$out" CONFIG_RDMA_SIW=m -j2 modules >"$out.log" 2>&1 &&
-    [ -f "$out/siw.ko" ]
-}
+source "$UIW_ROOT/tests/vm/siw_tunable.bash"
 
-# siw_tunable: replaces the loaded siw.ko by the tunable variant (a copy prebuilt in
-# $UIW_BUILD/vm/siw-tunable-$KVER is used when present, else it is built here) and re-creates
+# siw_tunable: replaces the loaded siw.ko by the tunable variant (the copy tests/vm/lib.sh
+# builds on the host in $UIW_BUILD/vm/siw-tunable-$KVER, else one built here once per boot) and re-creates
 # siw0. The original module comes back when the test exits.
 siw_tunable() {
   local src pre=$UIW_BUILD/vm/siw-tunable-$UIW_VM_KVER dir=/run/siw-tunable
   src=$(ls -d "$UIW_BUILD"/vm/src/linux-source-*/drivers/infiniband/sw/siw 2>/dev/null | tail -n1)
   if [ -f "$pre/siw.ko" ] && [ "$(cat "$pre/.key" 2>/dev/null)" = "$(cat "$UIW_BUILD/vm/siw-$UIW_VM_KVER/.key")" ]; then
     dir=$pre
+  elif [ -f "$dir/siw.ko" ]; then
+    : # built by an earlier test of this boot
   else
     [ -n "$src" ] || fail "no extracted siw source under $UIW_BUILD/vm/src"
     log "building the tunable siw variant (no prebuilt copy in $pre)"

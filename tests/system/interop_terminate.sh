@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # needs: uiw siw
+# quarantine: kernel BUG at iwcm.c:969 (iw_cm close event on a closed siw connection) in 2 of 3 runs
 # timeout: 2400
 # A Terminate provoked on each side of a uiw0 <-> siw0 connection (uiw_term_check: an RDMA
 # Write, then an RDMA Read, with a wrong rkey), captured on lo (where traffic between two local

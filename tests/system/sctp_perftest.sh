@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # needs: uiw
+# quarantine: the SCTP latency half has not finished within its limit yet
 # timeout: 2400
 # perftest with rdma_cm (-R) between uiw1 (client, --source_ip) and uiw0 (server), first with
 # both devices in TCP mode (TCP + MPA), then in SCTP mode (DDP over SCTP, RFC 5043), in the

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # needs: uiw siw
+# quarantine: decoding under TCG took longer than 900 s; not yet passed in full
 # timeout: 2400
 # Wire validation of uiw <-> siw with Wireshark's iWARP dissectors: rping -V sessions (20 x 3000
 # bytes) in both directions, CRC off and CRC on (required by uiw), each captured on lo (the

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # needs: uiw
+# quarantine: decoding under TCG took longer than 900 s; not yet passed in full
 # timeout: 2400
 # Wire validation of uiw <-> uiw with Wireshark's iWARP dissectors (MPA, DDP/RDMAP): rping -V
 # sessions (uiw1 -> uiw0, 20 x 3000 bytes) captured on lo (both addresses are local, so the

@@ -130,8 +130,12 @@ run_fg bigpd 90 /usr/bin/python3 peer.py cli-bigpd "$addr" 7401
 expect bigpd '^(eof|reset) after [0-2]\.' "PD_Length 600 (> 512) was not closed at once"
 run_fg rev3 90 /usr/bin/python3 peer.py cli-rev3 "$addr" 7401
 expect rev3 '^(eof|reset) after [0-2]\.' "MPA revision 3 was not closed"
+# uiw honours a peer's Markers by default (RFC 5044 §4.3); the refusal policy (mpa_markers bit 4)
+# must answer a Request with M by a Reply with R set.
+echo 4 >/sys/module/uiw/parameters/mpa_markers
 run_fg markers 90 /usr/bin/python3 peer.py cli-markers "$addr" 7401
-expect markers '^frame: key ok bits 0x2001 pd_len 0$' "Markers: no Reply with R set (rev 1)"
+echo 0 >/sys/module/uiw/parameters/mpa_markers
+expect markers '^frame: key ok bits 0x2001 pd_len 0$' "Markers refused: no Reply with R set (rev 1)"
 run_fg sendrtr 90 /usr/bin/python3 peer.py cli-sendrtr "$addr" 7401
 expect sendrtr '^frame: key ok bits 0x3002 pd_len 4$' "Send-only RTR: no enhanced Reply with R set"
 grep -q '^event: 4 ' srv.log && { show srv; fail "an unacceptable Request reached the application"; }

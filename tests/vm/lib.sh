@@ -153,6 +153,21 @@ vm_build_initramfs() {
   rm -rf "$tmp"
 }
 
+source "$(dirname "${BASH_SOURCE[0]}")/siw_tunable.bash"
+
+# The interop tests' tunable siw variant (tests/vm/siw_tunable.bash), built here on the host
+# because building it in the guest costs minutes under TCG. A failure only costs those minutes.
+vm_build_siw_tunable() {
+  local src=$1 key=$2 out=$VM_DIR/siw-tunable-$VM_KVER
+  [ "$(cat "$out/.key" 2>/dev/null)" = "$key" ] && [ -f "$out/siw.ko" ] && return 0
+  vm_log "building the tunable siw variant for the interop tests"
+  if siw_tunable_build "$out" "$VM_KVER" "$src"; then
+    echo "$key" >"$out/.key"
+  else
+    vm_warn "the tunable siw variant failed to build (log: $out.log)"
+  fi
+}
+
 # siw.ko from Debian's linux-source-<maj.min> (Debian ships no siw): the driver directory is
 # extracted once per source version and built out of tree against the chosen kernel's headers.
 vm_build_siw() {
@@ -181,6 +196,7 @@ vm_build_siw() {
   log=$dir.log
   if [ -f "$dir/siw.ko" ] && [ "$(cat "$dir/.key" 2>/dev/null)" = "$key" ]; then
     VM_SIW_STATE=ok VM_SIW_KO=$dir/siw.ko
+    vm_build_siw_tunable "$src/drivers/infiniband/sw/siw" "$key"
     return 0
   fi
   vm_log "building siw.ko from $pkg $srcver for $VM_KVER"
@@ -190,6 +206,7 @@ vm_build_siw() {
     >"$log" 2>&1 && [ -f "$dir/siw.ko" ]; then
     echo "$key" >"$dir/.key"
     VM_SIW_STATE=ok VM_SIW_KO=$dir/siw.ko
+    vm_build_siw_tunable "$src/drivers/infiniband/sw/siw" "$key"
   else
     echo "make failed: see above" >>"$log"
     VM_SIW_REASON="siw.ko failed to build (log: $log)"
