@@ -65,7 +65,7 @@ static void check_queries(struct ibv_context *ctx)
 
 	CHECK(!ibv_query_device(ctx, &da), "ibv_query_device");
 	CHECK(da.max_qp > 0 && da.max_cqe > 0 && da.max_mr > 0, "device limits");
-	CHECK(da.max_sge == 16 && da.max_sge_rd == 1, "max_sge %d max_sge_rd %d", da.max_sge,
+	CHECK(da.max_sge == 16 && da.max_sge_rd == 16, "max_sge %d max_sge_rd %d", da.max_sge,
 	      da.max_sge_rd);
 	CHECK(da.atomic_cap == IBV_ATOMIC_NONE, "atomic_cap %d", da.atomic_cap);
 	CHECK(da.max_qp_rd_atom == 128 && da.max_qp_init_rd_atom == 128, "ird/ord %d/%d",
