@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "engine/qp.h"
+#include "transport/socket_util.h"
 #include "wire/bytes.h"
 #include "wire/sctp.h"
 
@@ -169,13 +170,7 @@ void SctpStream::shutdown_write() {
 }
 
 void SctpStream::abort() {
-  if (fd_ < 0) return;
-  struct linger lg {
-    1, 0
-  };
-  setsockopt(fd_, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-  close(fd_);
-  fd_ = -1;
+  abortive_close(fd_);
 }
 
 uint32_t SctpStream::emss() const {

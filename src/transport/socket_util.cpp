@@ -34,6 +34,14 @@ int make_addr(const char* ip, uint16_t port, sockaddr_storage* ss, socklen_t* le
 }
 
 // poll() one fd for `events`; 0 ready, -ETIMEDOUT, or -errno.
+void abortive_close(int& fd) {
+  if (fd < 0) return;
+  const linger lg{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+  close(fd);
+  fd = -1;
+}
+
 int wait_fd(int fd, short events, int timeout_ms) {
   pollfd p{fd, events, 0};
   for (;;) {

@@ -24,4 +24,9 @@ int make_addr(const char* ip, uint16_t port, sockaddr_storage* ss, socklen_t* le
 // poll() one fd for `events`; 0 ready, -ETIMEDOUT, or -errno.
 int wait_fd(int fd, short events, int timeout_ms);
 
+// Closes fd abortively and sets it to -1 (no-op when already -1): RFC 5040 §6 / RFC 5041 §6
+// abortive termination of the LLP stream; linger {on, 0} makes close() discard unsent data and
+// reset the connection (TCP RST, SCTP ABORT) instead of shutting it down gracefully.
+void abortive_close(int& fd);
+
 }  // namespace uiw::transport

@@ -9,6 +9,7 @@
 #include <climits>
 
 #include "transport/byte_stream.h"
+#include "transport/socket_util.h"
 
 namespace uiw::transport {
 
@@ -88,15 +89,7 @@ void TcpStream::shutdown_write() {
 }
 
 void TcpStream::abort() {
-  if (fd_ < 0) return;
-  // RFC 5040 §6 / RFC 5041 §6: an abortive termination of the LLP stream; with linger {on, 0}
-  // close() discards unsent data and sends RST instead of FIN.
-  struct linger lg {
-    1, 0
-  };
-  setsockopt(fd_, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-  close(fd_);
-  fd_ = -1;
+  abortive_close(fd_);
 }
 
 uint32_t TcpStream::emss() const {
