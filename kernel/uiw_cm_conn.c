@@ -419,6 +419,28 @@ void uiw_cm_read(struct uiw_cep *cep)
 
 /* iw_cm ops (process context of the rdma_cm caller) */
 
+/*
+ * Active side, both for iw_cm and connect-on-RTR: associate the socket, arm the connect timer
+ * and start a non-blocking TCP connect (the caller does not wait for the handshake). 0 or the
+ * connect error; requires cep->lock.
+ */
+int uiw_cep_start_connect(struct uiw_cep *cep, struct socket *s,
+			  struct sockaddr_storage *raddr)
+{
+	int rv;
+
+	uiw_sk_assoc(cep, s, UIW_SK_MPA, NULL);
+	cep->state = UIW_CEP_CONNECTING;
+	uiw_cep_arm_timer(cep, UIW_CONNECT_TIMEOUT);
+	rv = kernel_connect(s, (struct sockaddr *)raddr, uiw_addr_len(raddr),
+			    O_NONBLOCK);
+	if (rv && rv != -EINPROGRESS)
+		return rv;
+	if (!rv)
+		uiw_cep_post(cep, UIW_CEP_EV_STATE);
+	return 0;
+}
+
 int uiw_iw_connect(struct iw_cm_id *id, struct iw_cm_conn_param *param)
 {
 	struct uiw_dev *udev = to_udev(id->device);
@@ -504,18 +526,9 @@ int uiw_iw_connect(struct iw_cm_id *id, struct iw_cm_conn_param *param)
 
 	cep->cm_id = id;
 	id->add_ref(id);
-	uiw_sk_assoc(cep, s, UIW_SK_MPA, NULL);
-	cep->state = UIW_CEP_CONNECTING;
-	uiw_cep_arm_timer(cep, UIW_CONNECT_TIMEOUT);
-	/* Non-blocking: the caller does not wait for the TCP handshake. */
-	rv = kernel_connect(s, (struct sockaddr *)raddr, uiw_addr_len(raddr),
-			    O_NONBLOCK);
-	if (rv == -EINPROGRESS || !rv) {
-		if (!rv)
-			uiw_cep_post(cep, UIW_CEP_EV_STATE);
-		rv = 0;
+	rv = uiw_cep_start_connect(cep, s, raddr);
+	if (!rv)
 		goto out;
-	}
 fail:
 	/* An error return precludes any event (iw_cm contract): none was sent. */
 	uiw_cep_finish(cep, true);

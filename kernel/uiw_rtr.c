@@ -432,17 +432,9 @@ static int uiw_rtr_connect(struct uiw_qp *qp)
 		goto fail;
 	}
 	tcp_sock_set_nodelay(s->sk);
-	uiw_sk_assoc(cep, s, UIW_SK_MPA, NULL);
-	cep->state = UIW_CEP_CONNECTING;
-	uiw_cep_arm_timer(cep, UIW_CONNECT_TIMEOUT);
-	rv = kernel_connect(s, (struct sockaddr *)&raddr, uiw_addr_len(&raddr),
-			    O_NONBLOCK);
-	if (rv == -EINPROGRESS || !rv) {
-		if (!rv)
-			uiw_cep_post(cep, UIW_CEP_EV_STATE);
-		rv = 0;
+	rv = uiw_cep_start_connect(cep, s, &raddr);
+	if (!rv)
 		goto out;
-	}
 fail:
 	uiw_cep_finish(cep, true);
 out:
