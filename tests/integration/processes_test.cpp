@@ -78,7 +78,6 @@ TEST_P(ProcessesTest, EchoReadAndWriteAcrossProcesses) {
   if (pid == 0) _exit(run_server(l.fd, opts));
 
   Endpoint ep(1);
-  ASSERT_EQ(ep.connect(l.port, opts), 0);
   std::vector<uint8_t> ad(12);
   std::vector<std::vector<uint8_t>> in(kEchoes + 1, std::vector<uint8_t>(1 << 20, 0));
   RecvWr r;
@@ -90,6 +89,9 @@ TEST_P(ProcessesTest, EchoReadAndWriteAcrossProcesses) {
     r.sg_list[0] = sge(in[i], ep.reg(in[i], memory::kLocalWrite));
     ASSERT_EQ(ep.post_recv(r), 0);
   }
+  // The server sends its advertisement as soon as it accepted, so the receives must be posted
+  // before the connection exists; a Send meeting an empty queue is a Terminate (RFC 5041 §7.2).
+  ASSERT_EQ(ep.connect(l.port, opts), 0);
   ASSERT_EQ(ep.wait_recv(1).size(), 1u);
   const uint32_t rk = wire::load_be32(ad.data());
   const uint64_t raddr = wire::load_be64(ad.data() + 4);
