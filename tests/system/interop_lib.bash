@@ -122,75 +122,145 @@ perftest_pair() {
   esac
 }
 
-# tshark_start NAME IFACE FILTER: captures IFACE (one interface per capture) into NAME.pcapng
-# and returns once tshark says "Capturing on" (seconds under TCG). The iWARP MPA dissector is
-# heuristic: it needs the MPA Request/Reply, so capture before the connection starts.
-tshark_start() {
+# Wire validation (tshark_*.sh, interop_terminate.sh). Under TCG every tshark start costs tens
+# of seconds (its dissector tables), so a test captures all its sessions into ONE file with
+# dumpcap (which has no dissectors and starts in a few seconds) and decodes that file with ONE
+# `tshark -V` pass; wire_summary then reads everything it checks from that text, per TCP stream.
+# The iWARP MPA dissector is heuristic: it needs the MPA Request/Reply, so the capture starts
+# before the first connection. One interface per capture (lo carries all traffic between the
+# VM's local addresses).
+
+# wire_start NAME FILTER: captures lo into NAME.pcapng; returns once dumpcap says
+# "Capturing on".
+wire_start() {
   local name=$1 i
-  start_bg "$name-tshark" tshark -n -i "$2" -f "$3" -w "$name.pcapng"
+  start_bg "$name-dumpcap" dumpcap -q -i lo -f "$2" -w "$name.pcapng"
   for ((i = 0; i < 600; i++)); do
-    grep -q 'Capturing on' "$name-tshark.log" && return 0
-    kill -0 "${BG_PID[$name-tshark]}" 2>/dev/null || break
+    grep -q 'Capturing on' "$name-dumpcap.log" && return 0
+    kill -0 "${BG_PID[$name-dumpcap]}" 2>/dev/null || break
     sleep 0.1
   done
-  show "$name-tshark"
-  fail "tshark on $2 did not start capturing"
+  show "$name-dumpcap"
+  fail "dumpcap on lo did not start capturing"
 }
 
-# tshark_stop NAME: ends the capture (after the kernel flushed the last packets to it).
-tshark_stop() {
+# wire_stop NAME: ends the capture (after the kernel handed it the last packets).
+wire_stop() {
   sleep 1
-  kill -INT "${BG_PID[$1-tshark]}" 2>/dev/null || true
-  wait "${BG_PID[$1-tshark]}" 2>/dev/null || true
+  kill -INT "${BG_PID[$1-dumpcap]}" 2>/dev/null || true
+  wait "${BG_PID[$1-dumpcap]}" 2>/dev/null || true
   [ -s "$1.pcapng" ] || fail "capture $1.pcapng is empty"
 }
 
-# tshark_check NAME CRC OPCODES: decodes NAME.pcapng with the iWARP dissectors and fails on a
-# malformed packet, an expert error, an MPA CRC mismatch (CRC=1: the dissector must verify
-# FPDU CRCs and find none bad; CRC=0: not checked, RFC 5044 §4.1) or an RDMAP opcode
-# outside OPCODES (a |-separated list of RFC 5040 Figure 4 names). Writes NAME.rdmap (the
-# `tshark -Y iwarp_ddp_rdmap` listing), NAME.ops (one opcode name per DDP segment) and
-# NAME.fields (frame|malformed|opcodes|crc|crc_check|marker FPDU pointers). Three tshark passes
-# (four with CRC): each takes tens of seconds under TCG. Known and tolerated (warnings, not errors): the
-# dissector's "Res field is NOT set to zero" and "Rev field is NOT set to one" on RFC 6581
-# (MPA revision 2, enhanced flag) frames.
-tshark_check() {
-  local name=$1 crc=$2 ops=$3 n
-  tshark -n -r "$name.pcapng" -Y iwarp_ddp_rdmap >"$name.rdmap" 2>/dev/null
-  [ -s "$name.rdmap" ] || fail "$name: no DDP/RDMAP segment decoded"
-  tshark -n -r "$name.pcapng" -T fields -E separator='|' -E occurrence=a -E aggregator=, \
-    -e frame.number -e _ws.malformed -e iwarp_rdma.opcode -e iwarp_mpa.crc \
-    -e iwarp_mpa.crc_check -e iwarp_mpa.marker_fpduptr >"$name.fields" 2>/dev/null
-  n=$(awk -F'|' '$2 != ""' "$name.fields" | wc -l)
-  [ "$n" = 0 ] || { awk -F'|' '$2 != ""' "$name.fields" | head; fail "$name: $n malformed packets"; }
-  tshark -n -r "$name.pcapng" -q -z expert,error >"$name.experr" 2>/dev/null
-  if grep -Eq '^Errors \(' "$name.experr"; then
-    cat "$name.experr"
-    fail "$name: expert errors"
+# wire_decode NAME: the one tshark pass: NAME.decoded (`tshark -V`), and NAME.streams, one line
+# per TCP stream in capture order:
+#   stream=S port=P t0=T frames=N req=R rep=R mreq=M mrep=M creq=C crep=C fpdu=F good=G bad=B
+#   raw=W markers=K malformed=X experr=E ops=Name:count,...
+# port: the destination port of the stream's first frame (the SYN: the server's port); t0: that
+# frame's time (seconds since the epoch, the guest's clock, as `date +%s.%N`). req/rep:
+# MPA Request/Reply frames the dissector found; mreq/mrep, creq/crep: their M and C flags.
+# fpdu: FPDUs decoded; good/bad: FPDU CRCs the dissector verified (CRC negotiated), raw: CRC
+# fields it did not verify (CRC not negotiated). markers: Markers decoded (FPDU back pointers).
+# malformed: "[Malformed Packet" items; experr: expert infos of severity Error (warnings, e.g.
+# "Rev field is NOT set to one as required by RFC 5044" on RFC 6581 frames, are not errors).
+# ops: RDMAP opcodes (RFC 5040 Figure 4, as Wireshark names them), one per DDP segment.
+wire_decode() {
+  local name=$1
+  tshark -n -r "$name.pcapng" -V >"$name.decoded" 2>"$name.tshark-err" ||
+    { cat "$name.tshark-err"; fail "$name: tshark could not decode the capture"; }
+  awk '
+    /^Frame [0-9]+:/ { s = ""; next }
+    /^    Epoch Time: / { t = $3; next }
+    /^Transmission Control Protocol, Src Port: / {
+      split($0, f, /[ ,]+/); dport = f[9]; next }
+    /^    \[Stream index: [0-9]+\]/ {
+      s = $3; sub(/\]/, "", s)
+      if (!(s in port)) { port[s] = dport; t0[s] = t; order[++n] = s }
+      frames[s]++; next }
+    s == "" { next }
+    /^    Request frame header/ { req[s]++; side = "req"; next }
+    /^    Reply frame header/ { rep[s]++; side = "rep"; next }
+    /= Marker flag: True/ { if (side == "req") mreq[s] = 1; else mrep[s] = 1 }
+    /= CRC flag: True/ { if (side == "req") creq[s] = 1; else crep[s] = 1 }
+    /^    FPDU$/ { fpdu[s]++ }
+    /\(Good CRC32\)/ { good[s]++ }
+    /Bad CRC32/ { bad[s]++ }
+    /^        CRC: 0x/ { raw[s]++ }
+    /FPDU back pointer:/ { mk[s]++ }
+    /\[Malformed Packet/ { mal[s]++ }
+    /\[Expert Info \(Error\// { err[s]++ }
+    /OpCode: .* \(0x[0-9a-f]+\)$/ {
+      o = $0; sub(/.*OpCode: /, "", o); sub(/ \(0x[0-9a-f]+\)$/, "", o); gsub(/ /, "_", o)
+      if (!((s, o) in ops)) opl[s] = opl[s] "," o
+      ops[s, o]++ }
+    END {
+      for (i = 1; i <= n; i++) {
+        s = order[i]; l = ""
+        k = split(substr(opl[s], 2), ol, ",")
+        for (j = 1; j <= k; j++) l = l (j > 1 ? "," : "") ol[j] ":" ops[s, ol[j]]
+        printf "stream=%s port=%s t0=%s frames=%d req=%d rep=%d mreq=%d mrep=%d creq=%d crep=%d fpdu=%d good=%d bad=%d raw=%d markers=%d malformed=%d experr=%d ops=%s\n",
+          s, port[s], t0[s], frames[s], req[s], rep[s], mreq[s], mrep[s], creq[s], crep[s], fpdu[s],
+          good[s], bad[s], raw[s], mk[s], mal[s], err[s], l
+      }
+    }' "$name.decoded" >"$name.streams"
+  [ -s "$name.streams" ] || fail "$name: no TCP stream decoded"
+  if grep -Eq '\[Malformed Packet|\[Expert Info \(Error/' "$name.decoded"; then
+    grep -E '^Frame [0-9]+:|\[Malformed Packet|\[Expert Info \(Error/' "$name.decoded" |
+      grep -B1 -E 'Malformed|Error/' | head -n 20
+    fail "$name: malformed packets or expert errors (above)"
   fi
+}
+
+# wire_field STREAMLINE KEY: the value of KEY= in a NAME.streams line.
+wire_field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
+
+# wire_check NAME LABEL PORT K CRC MARKERS ALLOWED REQUIRED: checks the K-th stream (1-based,
+# capture order) to server PORT in NAME.streams, or with K=T0-T1 the last one that started
+# between those times (`date +%s.%N` around the session): MPA Request and Reply decoded, no malformed
+# packet or expert error; CRC=1: C set in the Request or Reply (RFC 5044 §7.1.2), every decoded
+# FPDU CRC "Good" and none unverified; CRC=0: C in neither, no CRC verified (RFC 5044 §4.1: the
+# field then carries no CRC); MARKERS=1: M in both frames (each side asked the other for
+# Markers) and Markers decoded; every decoded opcode in ALLOWED, every one of REQUIRED present
+# (|-separated RFC 5040 Figure 4 names). Logs one summary line.
+wire_check() {
+  local name=$1 label=$2 port=$3 k=$4 crc=$5 markers=$6 allowed=$7 required=$8 l o ops
+  if [[ $k == *-* ]]; then
+    l=$(awk -v p="port=$port" -v a="${k%-*}" -v b="${k#*-}" \
+      '$2 == p { t = substr($3, 4) + 0; if (t >= a && t <= b) l = $0 } END { print l }' "$name.streams")
+  else
+    l=$(grep " port=$port " "$name.streams" | sed -n "${k}p")
+  fi
+  [ -n "$l" ] || fail "$label: no stream number $k to port $port in the capture"
+  [ "$(wire_field "$l" req)" = 1 ] && [ "$(wire_field "$l" rep)" = 1 ] ||
+    fail "$label: the MPA dissector did not find one Request and one Reply ($l)"
+  [ "$(wire_field "$l" malformed)$(wire_field "$l" experr)" = 00 ] || fail "$label: malformed/expert errors ($l)"
+  [ "$(wire_field "$l" fpdu)" -gt 0 ] || fail "$label: no FPDU decoded ($l)"
   if [ "$crc" = 1 ]; then
-    # With CRCs negotiated the dissector verifies each FPDU itself and labels its CRC field
-    # "Good CRC32" or "Bad CRC32, should be ..." (iwarp_mpa.crc_check; iwarp_mpa.crc is then
-    # absent). Several FPDUs may share a packet: count labels, not packets.
-    tshark -n -r "$name.pcapng" -Y iwarp_mpa.crc_check -O iwarp_mpa -V 2>/dev/null |
-      grep -Eo '(Good|Bad) CRC32' | sort | uniq -c >"$name.crc"
-    n=$(awk '$2 == "Good" { print $1 }' "$name.crc")
-    bad=$(awk '$2 == "Bad" { print $1 }' "$name.crc")
-    [ -z "$bad" ] || fail "$name: $bad FPDUs whose MPA CRC differs from the dissector's CRC32c"
-    [ -n "$n" ] && [ "$n" -gt 0 ] || fail "$name: no FPDU CRC verified by the dissector"
-    n=$(awk -F'|' '$4 != ""' "$name.fields" | wc -l)
-    [ "$n" = 0 ] || fail "$name: $n packets with unchecked CRC fields although CRC is on"
-    log "$name: $(awk '{ print $1 }' "$name.crc") FPDU CRCs verified good by the dissector"
+    [ "$(wire_field "$l" creq)$(wire_field "$l" crep)" != 00 ] || fail "$label: CRC flag in neither MPA frame ($l)"
+    [ "$(wire_field "$l" bad)" = 0 ] || fail "$label: FPDU CRCs the dissector computed differently ($l)"
+    [ "$(wire_field "$l" good)" -gt 0 ] && [ "$(wire_field "$l" raw)" = 0 ] ||
+      fail "$label: FPDU CRCs not all verified ($l)"
+  else
+    [ "$(wire_field "$l" creq)$(wire_field "$l" crep)" = 00 ] || fail "$label: CRC flag set ($l)"
+    [ "$(wire_field "$l" good)$(wire_field "$l" bad)" = 00 ] || fail "$label: CRCs checked although off ($l)"
   fi
-  # RFC 5040 Figure 4 opcodes, as Wireshark names them.
-  awk -F'|' '$3 != "" { n = split($3, o, ","); for (i = 1; i <= n; i++) print o[i] }' \
-    "$name.fields" | awk '{
-      split("Write,Read Request,Read Response,Send,Send with Invalidate,Send with Solicited Event,Send with Solicited Event and Invalidate,Terminate", names, ",")
-      v = index("01234567", substr($1, 4, 1)); print ($1 ~ /^0x0[0-7]$/ ? names[v] : "opcode " $1) }' >"$name.ops"
-  if grep -Evx "$ops" "$name.ops" | sort | uniq -c | grep .; then
-    fail "$name: unexpected RDMAP opcodes (above); allowed: $ops"
+  if [ "$markers" = 1 ]; then
+    [ "$(wire_field "$l" mreq)$(wire_field "$l" mrep)" = 11 ] || fail "$label: Marker flag not in both MPA frames ($l)"
+    [ "$(wire_field "$l" markers)" -gt 0 ] || fail "$label: no Marker decoded ($l)"
+  else
+    [ "$(wire_field "$l" mreq)$(wire_field "$l" mrep)$(wire_field "$l" markers)" = 000 ] ||
+      fail "$label: Markers although not negotiated ($l)"
   fi
-  log "$name: $(wc -l <"$name.rdmap") DDP/RDMAP packets, opcodes: $(sort "$name.ops" | uniq -c | tr -s ' \n' ' ')"
+  ops=$(wire_field "$l" ops | tr ',' '\n' | sed 's/:.*//; s/_/ /g')
+  while IFS= read -r o; do
+    [ -z "$o" ] || grep -Eqx "$allowed" <<<"$o" || fail "$label: unexpected RDMAP opcode '$o' ($l)"
+  done <<<"$ops"
+  if [ -n "$required" ]; then
+    while IFS= read -r o; do
+      grep -qx "$o" <<<"$ops" || fail "$label: no $o decoded ($l)"
+    done < <(tr '|' '\n' <<<"$required")
+  fi
+  log "$label: $l"
 }
 
 # rping_refused NAME SERVER_ADDR CLIENT_ADDR PORT: the connection must fail cleanly: the rping

@@ -20,6 +20,13 @@
 #     records what siw put on the wire.
 # Both programs must pass: the client sees its Read complete in error, the server its receive
 # flushed; on uiw both QPs read back ERR.
+# The client provokes the error only after the server's "go" Send arrived (uiw_term_check.c):
+# a siw responder waiting for the RTR (RFC 6581) reports ESTABLISHED to iw_cm only when its
+# first socket read, which may hold the RTR and the bad access together, went without error;
+# otherwise it reports CLOSE on a cm_id still in CONN_RECV and iw_cm BUG()s (iwcm.c:969 in
+# linux 6.1: the kernel BUG that kept this test quarantined, 2 of 3 runs, always in
+# uiw-writes-siw). uiw's own cm events were not involved (siw's passive cm_id was the one
+# in CONN_RECV; uiw delivers CLOSE only after CONNECT_REPLY/ESTABLISHED, once).
 source "$UIW_ROOT/tests/system/lib.sh"
 source "$UIW_ROOT/tests/system/interop_lib.bash"
 interop_setup
@@ -37,13 +44,21 @@ term_case() {
   expect "$1-client" '^PASS$'
   expect "$1-server" '^PASS$'
 }
-# term_block PORT: the decoded Terminate sent from PORT (the server side), from term.decoded.
+# term_block PORT: the decoded Terminate(s) sent from PORT (the server side), from term.decoded
+# (the whole capture, `tshark -V`): the iWARP DDP/RDMAP part of frames with an RDMAP Terminate.
 term_block() {
-  awk -v p="Src Port: $1," '/^Frame [0-9]+:/ { keep = 0 } index($0, p) { keep = 1 } keep' term.decoded |
-    sed -n '/^iWARP Direct/,/^$/p'
+  awk -v p="Src Port: $1," '
+    function out() { if (keep && term) printf "%s", blk }
+    /^Frame [0-9]+:/ { out(); keep = 0; term = 0; blk = ""; in_iw = 0 }
+    index($0, p) { keep = 1 }
+    /OpCode: Terminate/ { term = 1 }
+    /^iWARP Direct/ { in_iw = 1 }
+    /^$/ { in_iw = 0 }
+    in_iw { blk = blk $0 "\n" }
+    END { out() }' term.decoded
 }
 
-tshark_start term lo "tcp portrange 7700-7703"
+wire_start term "tcp portrange 7700-7703"
 term_case siw-writes-uiw "$UIW0_ADDR" "$SIW0_ADDR" write
 p_uw=$TPORT
 term_case siw-reads-uiw "$UIW0_ADDR" "$SIW0_ADDR" read
@@ -52,9 +67,12 @@ term_case uiw-writes-siw "$SIW0_ADDR" "$UIW0_ADDR" write
 p_sw=$TPORT
 term_case uiw-reads-siw "$SIW0_ADDR" "$UIW0_ADDR" read
 p_sr=$TPORT
-tshark_stop term
-tshark_check term 0 'Write|Read Request|Read Response|Send|Send with Solicited Event|Terminate'
-tshark -n -r term.pcapng -Y 'iwarp_rdma.opcode == 7' -V >term.decoded 2>/dev/null
+wire_stop term
+wire_decode term
+ops='Write|Read Request|Read Response|Send|Terminate'
+for c in siw-writes-uiw:$p_uw siw-reads-uiw:$p_ur uiw-writes-siw:$p_sw uiw-reads-siw:$p_sr; do
+  wire_check term "${c%:*}" "${c#*:}" 1 0 0 "$ops" 'Send|Terminate'
+done
 for p in $p_uw $p_ur $p_sw $p_sr; do
   log "Terminate sent from port $p:"
   term_block $p | grep -E 'Layer|Error|bit:|Reserved: 0x|Segment Length' | sed 's/^ */  | /'

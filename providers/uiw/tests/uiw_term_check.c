@@ -6,8 +6,16 @@
  *   uiw_term_check client BIND_ADDR SERVER_ADDR PORT write|read
  *
  * The server registers a 4 KiB buffer with remote read and write access, posts one receive and
- * accepts one connection, sending its buffer's address, length and rkey as private data. The
- * client then uses a wrong rkey (the server's rkey XOR 0x5a5a5a00, never the right one):
+ * accepts one connection, sending its buffer's address, length and rkey as private data. Once
+ * its ESTABLISHED event has come, the server sends a 16-byte "go" Send; the client provokes the
+ * error only after that Send arrived. This ULP handshake keeps the bad access out of the bytes
+ * that follow the client's RTR (RFC 6581) in the same TCP read on the server: a siw responder
+ * that waits for an RTR reports ESTABLISHED to iw_cm only when its whole first read went
+ * without error (siw_rtr_data_ready, linux 6.1); if the bad access is in that read, siw drops
+ * the connection and reports CLOSE for a cm_id iw_cm still holds in CONN_RECV, and iw_cm
+ * BUG()s (drivers/infiniband/core/iwcm.c:969, cm_close_handler). RFC 6581 lets the Initiator
+ * send right after its RTR, so the handshake is the ULP's choice, not a uiw rule.
+ * The client then uses a wrong rkey (the server's rkey XOR 0x5a5a5a00, never the right one):
  *   write: an RDMA Write with the wrong rkey, then a correct RDMA Read of the same buffer. The
  *          server's DDP layer finds the invalid STag (RFC 5041 §7.2, tagged error 0x00) and
  *          sends a Terminate; the Read can never be answered and must complete in error.
@@ -45,6 +53,10 @@
 
 #define BUF_LEN 4096
 #define WAIT_MS 30000
+#define GO_LEN 16 /* the server's "go" Send, from the second half of its buffer */
+
+/* wr_ids: client's receive for "go", its Write and Read; server's receive and "go" Send. */
+enum { WR_GO_RECV = 50, WR_WRITE = 1, WR_READ = 2, WR_SRV_RECV = 100, WR_GO_SEND = 200 };
 
 /* Private data of the accept: the server's buffer (all fields big-endian). */
 struct remote_buf {
@@ -116,7 +128,14 @@ static void setup_qp(struct conn *c, struct rdma_cm_id *id)
 	printf("ok: QP %u on %s\n", id->qp->qp_num, ibv_get_device_name(id->verbs->device));
 }
 
-/* Polls until a completion with wr_id `want` arrives; returns its status. */
+/* Status + 1 of each completion seen so far, by wr_id (all wr_ids are below 256). */
+static int wc_seen[256];
+
+/*
+ * Polls until a completion with wr_id `want` has arrived (now or during an earlier wait: the
+ * Send and receive queues share the CQ, so their completions may come in either order);
+ * returns its status.
+ */
 static enum ibv_wc_status wait_wc(struct conn *c, uint64_t want)
 {
 	long deadline = now_ms() + WAIT_MS;
@@ -124,6 +143,8 @@ static enum ibv_wc_status wait_wc(struct conn *c, uint64_t want)
 	int n;
 
 	while (now_ms() < deadline) {
+		if (wc_seen[want & 255])
+			return wc_seen[want & 255] - 1;
 		n = ibv_poll_cq(c->cq, 1, &wc);
 		CHECK(n >= 0, "ibv_poll_cq");
 		if (n == 0) {
@@ -132,8 +153,7 @@ static enum ibv_wc_status wait_wc(struct conn *c, uint64_t want)
 		}
 		printf("wc: wr_id %llu status %d (%s) opcode %d\n", (unsigned long long)wc.wr_id,
 		       wc.status, ibv_wc_status_str(wc.status), wc.opcode);
-		if (wc.wr_id == want)
-			return wc.status;
+		wc_seen[wc.wr_id & 255] = wc.status + 1;
 	}
 	CHECK(0, "no completion for wr_id %llu within %d ms", (unsigned long long)want, WAIT_MS);
 	return IBV_WC_SUCCESS;
@@ -191,10 +211,12 @@ static void wait_disconnected(struct conn *c)
 	rdma_disconnect(c->id);
 }
 
+/* Posts a signaled work request of `len` bytes from/to c->buf + off (rkey unused by a Send). */
 static void post_rdma(struct conn *c, enum ibv_wr_opcode op, uint64_t wr_id, uint64_t raddr,
-		      uint32_t rkey, uint32_t len)
+		      uint32_t rkey, uint32_t len, uint32_t off)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)c->buf, .length = len, .lkey = c->mr->lkey };
+	struct ibv_sge sge = { .addr = (uintptr_t)c->buf + off, .length = len,
+			       .lkey = c->mr->lkey };
 	struct ibv_send_wr wr = {
 		.wr_id = wr_id, .sg_list = &sge, .num_sge = 1, .opcode = op,
 		.send_flags = IBV_SEND_SIGNALED,
@@ -212,7 +234,7 @@ static int run_server(const char *bind_addr, const char *port)
 	struct remote_buf rb;
 	struct rdma_conn_param cp = { .responder_resources = 4, .initiator_depth = 4 };
 	struct ibv_sge sge;
-	struct ibv_recv_wr rwr = { .wr_id = 100, .sg_list = &sge, .num_sge = 1 }, *bad;
+	struct ibv_recv_wr rwr = { .wr_id = WR_SRV_RECV, .sg_list = &sge, .num_sge = 1 }, *bad;
 
 	c.ch = rdma_create_event_channel();
 	CHECK(c.ch, "rdma_create_event_channel");
@@ -227,7 +249,7 @@ static int run_server(const char *bind_addr, const char *port)
 	c.id = ev->id;
 	rdma_ack_cm_event(ev);
 	setup_qp(&c, c.id);
-	sge = (struct ibv_sge){ .addr = (uintptr_t)c.buf, .length = BUF_LEN, .lkey = c.mr->lkey };
+	sge = (struct ibv_sge){ .addr = (uintptr_t)c.buf, .length = BUF_LEN / 2, .lkey = c.mr->lkey };
 	CHECK(ibv_post_recv(c.id->qp, &rwr, &bad) == 0, "ibv_post_recv");
 
 	rb.addr = htobe64((uintptr_t)c.buf);
@@ -240,11 +262,14 @@ static int run_server(const char *bind_addr, const char *port)
 	rdma_ack_cm_event(ev);
 	printf("ok: established\n");
 	fflush(stdout);
+	/* "go": only now may the client provoke the error (see the top of this file). */
+	post_rdma(&c, IBV_WR_SEND, WR_GO_SEND, 0, 0, GO_LEN, BUF_LEN / 2);
+	printf("ok: go sent\n");
 
 	/* The peer's bad access makes this side send the Terminate and enter ERR. */
 	/* The receive is flushed once the QP is in ERR; siw flushes only when it gets there. */
 	if (reports_state(&c)) {
-		CHECK(wait_wc(&c, 100) == IBV_WC_WR_FLUSH_ERR, "posted receive not flushed");
+		CHECK(wait_wc(&c, WR_SRV_RECV) == IBV_WC_WR_FLUSH_ERR, "posted receive not flushed");
 		printf("ok: receive flushed\n");
 		wait_qp_error(&c);
 	} else {
@@ -252,9 +277,8 @@ static int run_server(const char *bind_addr, const char *port)
 		       ibv_get_device_name(c.id->verbs->device));
 	}
 	/*
-	 * Let the peer's close arrive before leaving: disconnecting a siw QP whose connection is
-	 * being dropped after its Terminate can make siw report the close twice, and iw_cm BUG()s
-	 * on that (iwcm.c cm_close_handler, seen with 6.1).
+	 * Let the peer's close arrive before leaving, so that the connection ends by the close
+	 * that follows the Terminate (RFC 5040 §6.2) and not by our own disconnect racing it.
 	 */
 	wait_disconnected(&c);
 	printf("PASS\n");
@@ -269,6 +293,8 @@ static int run_client(const char *bind_addr, const char *srv, const char *port, 
 	struct remote_buf rb;
 	struct rdma_conn_param cp = { .responder_resources = 4, .initiator_depth = 4,
 				      .retry_count = 7 };
+	struct ibv_sge sge;
+	struct ibv_recv_wr rwr = { .wr_id = WR_GO_RECV, .sg_list = &sge, .num_sge = 1 }, *bad;
 	uint64_t raddr;
 	uint32_t rkey, bad_rkey;
 	enum ibv_wc_status st;
@@ -286,6 +312,9 @@ static int run_client(const char *bind_addr, const char *srv, const char *port, 
 	CHECK(rdma_resolve_route(c.id, 5000) == 0, "rdma_resolve_route");
 	rdma_ack_cm_event(expect_event(&c, RDMA_CM_EVENT_ROUTE_RESOLVED));
 	setup_qp(&c, c.id);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)c.buf + BUF_LEN / 2, .length = GO_LEN,
+				.lkey = c.mr->lkey };
+	CHECK(ibv_post_recv(c.id->qp, &rwr, &bad) == 0, "ibv_post_recv");
 	CHECK(rdma_connect(c.id, &cp) == 0, "rdma_connect");
 	ev = expect_event(&c, RDMA_CM_EVENT_ESTABLISHED);
 	CHECK(ev->param.conn.private_data_len >= sizeof(rb), "private data %u bytes, want %zu",
@@ -298,14 +327,17 @@ static int run_client(const char *bind_addr, const char *srv, const char *port, 
 	printf("ok: established; server buffer 0x%llx rkey 0x%x, using rkey 0x%x\n",
 	       (unsigned long long)raddr, rkey, bad_rkey);
 	fflush(stdout);
+	st = wait_wc(&c, WR_GO_RECV);
+	CHECK(st == IBV_WC_SUCCESS, "the server's go Send arrived with status %d", st);
+	printf("ok: go received\n");
 
 	if (read_mode) {
-		post_rdma(&c, IBV_WR_RDMA_READ, 2, raddr, bad_rkey, 64);
+		post_rdma(&c, IBV_WR_RDMA_READ, WR_READ, raddr, bad_rkey, 64, 0);
 	} else {
-		post_rdma(&c, IBV_WR_RDMA_WRITE, 1, raddr, bad_rkey, 64);
-		post_rdma(&c, IBV_WR_RDMA_READ, 2, raddr, rkey, 64);
+		post_rdma(&c, IBV_WR_RDMA_WRITE, WR_WRITE, raddr, bad_rkey, 64, 0);
+		post_rdma(&c, IBV_WR_RDMA_READ, WR_READ, raddr, rkey, 64, 0);
 	}
-	st = wait_wc(&c, 2);
+	st = wait_wc(&c, WR_READ);
 	CHECK(st != IBV_WC_SUCCESS, "the RDMA Read completed successfully");
 	printf("ok: RDMA Read completed in error (%s)\n", ibv_wc_status_str(st));
 	wait_qp_error(&c);
