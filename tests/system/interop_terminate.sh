@@ -20,7 +20,8 @@
 #     records what siw put on the wire.
 # Both programs must pass: the client sees its Read complete in error, the server its receive
 # flushed; on uiw both QPs read back ERR.
-# The client provokes the error only after the server's "go" Send arrived (uiw_term_check.c):
+# The client provokes the error only after a hello/go Send exchange (uiw_term_check.c; the
+# client speaks first, RFC 5044 §7.1.2):
 # a siw responder waiting for the RTR (RFC 6581) reports ESTABLISHED to iw_cm only when its
 # first socket read, which may hold the RTR and the bad access together, went without error;
 # otherwise it reports CLOSE on a cm_id still in CONN_RECV and iw_cm BUG()s (iwcm.c:969 in

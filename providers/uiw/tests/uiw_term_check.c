@@ -6,10 +6,12 @@
  *   uiw_term_check client BIND_ADDR SERVER_ADDR PORT write|read
  *
  * The server registers a 4 KiB buffer with remote read and write access, posts one receive and
- * accepts one connection, sending its buffer's address, length and rkey as private data. Once
- * its ESTABLISHED event has come, the server sends a 16-byte "go" Send; the client provokes the
- * error only after that Send arrived. This ULP handshake keeps the bad access out of the bytes
- * that follow the client's RTR (RFC 6581) in the same TCP read on the server: a siw responder
+ * accepts one connection, sending its buffer's address, length and rkey as private data. The
+ * client then sends a 16-byte "hello" Send and the server answers it with a 16-byte "go" Send
+ * (the client speaks first: without an RTR, RFC 5044 §7.1.2 forbids the Responder to send an
+ * FPDU before it received one); the client provokes the error only after "go" arrived. This ULP
+ * handshake keeps the bad access out of the bytes that follow the client's RTR (RFC 6581) in
+ * the same TCP read on the server: a siw responder
  * that waits for an RTR reports ESTABLISHED to iw_cm only when its whole first read went
  * without error (siw_rtr_data_ready, linux 6.1); if the bad access is in that read, siw drops
  * the connection and reports CLOSE for a cm_id iw_cm still holds in CONN_RECV, and iw_cm
@@ -55,8 +57,19 @@
 #define WAIT_MS 30000
 #define GO_LEN 16 /* the server's "go" Send, from the second half of its buffer */
 
-/* wr_ids: client's receive for "go", its Write and Read; server's receive and "go" Send. */
-enum { WR_GO_RECV = 50, WR_WRITE = 1, WR_READ = 2, WR_SRV_RECV = 100, WR_GO_SEND = 200 };
+/*
+ * wr_ids: the client's "hello" Send, receive for "go", Write and Read; the server's receive for
+ * "hello", receive left to be flushed, and "go" Send.
+ */
+enum {
+	WR_WRITE = 1,
+	WR_READ = 2,
+	WR_HELLO_SEND = 40,
+	WR_GO_RECV = 50,
+	WR_HELLO_RECV = 90,
+	WR_SRV_RECV = 100,
+	WR_GO_SEND = 200,
+};
 
 /* Private data of the accept: the server's buffer (all fields big-endian). */
 struct remote_buf {
@@ -233,8 +246,11 @@ static int run_server(const char *bind_addr, const char *port)
 	struct rdma_cm_event *ev;
 	struct remote_buf rb;
 	struct rdma_conn_param cp = { .responder_resources = 4, .initiator_depth = 4 };
-	struct ibv_sge sge;
-	struct ibv_recv_wr rwr = { .wr_id = WR_SRV_RECV, .sg_list = &sge, .num_sge = 1 }, *bad;
+	struct ibv_sge sge, hsge;
+	struct ibv_recv_wr rwr = { .wr_id = WR_SRV_RECV, .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr hwr = { .wr_id = WR_HELLO_RECV, .sg_list = &hsge, .num_sge = 1,
+				   .next = &rwr }, *bad;
+	enum ibv_wc_status st;
 
 	c.ch = rdma_create_event_channel();
 	CHECK(c.ch, "rdma_create_event_channel");
@@ -249,8 +265,11 @@ static int run_server(const char *bind_addr, const char *port)
 	c.id = ev->id;
 	rdma_ack_cm_event(ev);
 	setup_qp(&c, c.id);
+	/* "hello" lands in the second half; the receive after it is the one left to be flushed. */
+	hsge = (struct ibv_sge){ .addr = (uintptr_t)c.buf + BUF_LEN / 2, .length = GO_LEN,
+				 .lkey = c.mr->lkey };
 	sge = (struct ibv_sge){ .addr = (uintptr_t)c.buf, .length = BUF_LEN / 2, .lkey = c.mr->lkey };
-	CHECK(ibv_post_recv(c.id->qp, &rwr, &bad) == 0, "ibv_post_recv");
+	CHECK(ibv_post_recv(c.id->qp, &hwr, &bad) == 0, "ibv_post_recv");
 
 	rb.addr = htobe64((uintptr_t)c.buf);
 	rb.rkey = htobe32(c.mr->rkey);
@@ -262,9 +281,11 @@ static int run_server(const char *bind_addr, const char *port)
 	rdma_ack_cm_event(ev);
 	printf("ok: established\n");
 	fflush(stdout);
+	st = wait_wc(&c, WR_HELLO_RECV);
+	CHECK(st == IBV_WC_SUCCESS, "the client's hello Send arrived with status %d", st);
 	/* "go": only now may the client provoke the error (see the top of this file). */
 	post_rdma(&c, IBV_WR_SEND, WR_GO_SEND, 0, 0, GO_LEN, BUF_LEN / 2);
-	printf("ok: go sent\n");
+	printf("ok: hello received, go sent\n");
 
 	/* The peer's bad access makes this side send the Terminate and enter ERR. */
 	/* The receive is flushed once the QP is in ERR; siw flushes only when it gets there. */
@@ -327,6 +348,7 @@ static int run_client(const char *bind_addr, const char *srv, const char *port, 
 	printf("ok: established; server buffer 0x%llx rkey 0x%x, using rkey 0x%x\n",
 	       (unsigned long long)raddr, rkey, bad_rkey);
 	fflush(stdout);
+	post_rdma(&c, IBV_WR_SEND, WR_HELLO_SEND, 0, 0, GO_LEN, 0);
 	st = wait_wc(&c, WR_GO_RECV);
 	CHECK(st == IBV_WC_SUCCESS, "the server's go Send arrived with status %d", st);
 	printf("ok: go received\n");
