@@ -88,6 +88,10 @@ struct Qp : ibv_qp {
   std::unique_ptr<engine::Qp> eqp;
   std::unique_ptr<runtime::Connection> conn;
   std::atomic<Link> link{Link::Waiting};
+  // Connected on RTR (IBV_QP_AV + IBV_QP_DEST_QPN), so no rdma_cm reports the connection's end:
+  // a peer's close is raised as IBV_EVENT_QP_FATAL instead, unless we closed first.
+  std::atomic<bool> rtr_connect{false};
+  std::atomic<bool> local_close{false};  // the application moved it to SQD/ERR/RESET
 };
 
 struct Context {

@@ -22,6 +22,7 @@
 #include "transport/byte_stream.h"
 #include "transport/sctp_stream.h"
 #include "uiw.h"
+#include "uiwdv.h"
 #include "wire/mpa.h"
 
 namespace uiw::provider {
@@ -202,6 +203,12 @@ void qp_event(Qp* qp, engine::QpEvent ev) noexcept {
     case engine::QpEvent::LlpError:
       method_event(qp->context, UVERBS_OBJECT_QP, qp->handle, IBV_EVENT_QP_FATAL);
       break;
+    case engine::QpEvent::Closed:
+      // The peer closed (or its process died) with no rdma_cm to say so: for the application
+      // the QP just entered Error, as when an IB RC peer stops answering.
+      if (qp->rtr_connect && !qp->local_close)
+        method_event(qp->context, UVERBS_OBJECT_QP, qp->handle, IBV_EVENT_QP_FATAL);
+      break;
     case engine::QpEvent::CqOverrun:
       for (ibv_cq* cq : {qp->send_cq, qp->recv_cq}) {
         if (to_cq(cq)->cq->overrun() && !to_cq(cq)->overrun_reported.exchange(true))
@@ -288,4 +295,41 @@ void Context::pick_up_sockets() {
                 waiting.end());
 }
 
+namespace {
+
+void export_terminate(const std::optional<wire::TerminateMessage>& t, uiwdv_terminate* out) {
+  if (!out) return;
+  *out = {};
+  if (!t) return;
+  out->valid = 1;
+  out->layer = static_cast<uint8_t>(t->cause.layer);
+  out->etype = t->cause.etype;
+  out->ecode = t->cause.code;
+  out->flags = (t->m ? UIWDV_TERM_M : 0) | (t->d ? UIWDV_TERM_D : 0) | (t->r ? UIWDV_TERM_R : 0);
+  out->ddp_header_len = static_cast<uint8_t>(t->ddp_header_size);
+  out->ddp_segment_length = t->ddp_segment_length;
+  std::memcpy(out->ddp_header, t->ddp_header, sizeof(out->ddp_header));
+  std::memcpy(out->rdma_header, t->rdma_header, sizeof(out->rdma_header));
+}
+
+}  // namespace
 }  // namespace uiw::provider
+
+extern "C" __attribute__((visibility("default"))) int uiwdv_query_terminate(
+    ibv_qp* ibqp, uiwdv_terminate* sent, uiwdv_terminate* received) {
+  using namespace uiw::provider;
+  // Only a QP of a uiw context: its ops are ours.
+  if (!ibqp || ibqp->context->ops.poll_cq != poll_cq) return EINVAL;
+  Qp* qp = to_qp(ibqp);
+  try {  // no exception leaves a provider entry point (a failing lock throws)
+    std::unique_lock lock(qp->mu);
+    std::unique_lock<std::mutex> clock;
+    // Lock order: Qp::mu, then the Connection's mutex (which serialises the engine once set).
+    if (qp->conn) clock = std::unique_lock(qp->conn->mu());
+    export_terminate(qp->eqp->terminate_sent(), sent);
+    export_terminate(qp->eqp->terminate_received(), received);
+  } catch (...) {
+    return EIO;
+  }
+  return 0;
+}

@@ -355,11 +355,15 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
     return 0;
   }
   if (!to_state) return 0;
+  const int rtr_mask = IBV_QP_AV | IBV_QP_DEST_QPN;
+  if (attr->qp_state == IBV_QPS_RTR && (mask & rtr_mask) == rtr_mask) qp->rtr_connect = true;
+  if (attr->qp_state == IBV_QPS_SQD || attr->qp_state == IBV_QPS_ERR) qp->local_close = true;
   switch (attr->qp_state) {
     case IBV_QPS_ERR:
       qp_abort(qp);  // flush every outstanding WR (verbs: Error state)
       return 0;
     case IBV_QPS_RESET: {
+      qp->local_close = true;
       qp_abort(qp);
       // A fresh engine QP; it waits for a new connection like a new one. Busy pollers must not
       // see the old connection go away under them: detach from the CQs meanwhile.
@@ -372,6 +376,8 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
         qp->eqp.reset();
         if (const int rc = build_engine_qp(qp)) return rc;
         qp->link = Link::Waiting;
+        qp->rtr_connect = false;
+        qp->local_close = false;
       }
       if (const int rc = guarded([qp] {
             cq_attach(to_cq(qp->send_cq), qp);
@@ -425,6 +431,7 @@ int destroy_qp(ibv_qp* ibqp) noexcept {
     auto& w = ctx->waiting;
     w.erase(std::remove(w.begin(), w.end(), qp), w.end());
   }
+  qp->local_close = true;
   // Engine first, so no completion of this QP reaches its CQs after destroy returns.
   cq_detach(to_cq(qp->send_cq), qp);
   cq_detach(to_cq(qp->recv_cq), qp);

@@ -1,15 +1,26 @@
 // uiw_fail_check: connect-on-RTR with both QPs in one process, then the failure paths whose
-// outcome is defined (issue 5), each asserted: completion status, async event, and guard
-// bytes around every registered region (nothing is ever written outside it).
+// outcome is defined (issue 5), each asserted exactly: the status of every completion, every
+// async event on each side (and that no other one comes), the Terminate each side sent and
+// received (layer/type/code, M/D/R, the echoed headers; read through uiwdv_query_terminate of
+// providers/uiw/uiwdv.h), and guard bytes around every registered region.
+//
+// The outcomes (RFC 5040 §5.4, §7; RFC 5041 §7): a Send or Write completes when the LLP took it
+// (RDMAP §5.5 rule 14), so the requester's WR completes SUCCESS even when the responder refuses
+// it; the responder sends a Terminate and its QP is fatal; the Terminate makes the requester's
+// QP fatal and flushes what is outstanding (a Read still waiting for its response: FLUSH_ERR);
+// every later WR is flushed.
 //
 //   uiw_fail_check DEV_A GIDX_A DEV_B GIDX_B
 //
 // QPs are connected the way ibv_rc_pingpong does it: INIT, RTR with the peer's QPN and GID,
 // RTS; uiw.ko connects them (kernel/uiw_rtr.c). Prints one "ok: ..." line per check and
 // "PASS" at the end; exits 1 at the first failed check.
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <link.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -20,192 +31,117 @@
 #include <time.h>
 #include <unistd.h>
 
-#define GUARD 64
-#define LEN 4096
-#define GUARD_BYTE 0xa5
+#include "../uiwdv.h"
+#include "uiw_pair.h"
 
-static void die(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("FAIL: ", stdout);
-  vprintf(fmt, ap);
-  putchar('\n');
-  va_end(ap);
-  exit(1);
+// uiwdv_query_terminate from the libuiw plugin libibverbs loaded (uiwdv.h).
+static uiwdv_query_terminate_fn query_terminate;
+
+static int find_uiw(struct dl_phdr_info* info, size_t size, void* out) {
+  (void)size;
+  if (!strstr(info->dlpi_name, "libuiw-rdmav")) return 0;
+  void* h = dlopen(info->dlpi_name, RTLD_NOW | RTLD_NOLOAD);
+  if (h) *(void**)out = dlsym(h, "uiwdv_query_terminate");
+  return 1;
 }
 
-static void ok(const char* what) {
-  printf("ok: %s\n", what);
+static void load_uiwdv(void) {
+  void* f = NULL;
+  dl_iterate_phdr(find_uiw, &f);
+  if (!f) die("uiwdv_query_terminate not found in the loaded libuiw");
+  query_terminate = (uiwdv_query_terminate_fn)f;
 }
 
-struct end {
-  struct ibv_context* ctx;
-  struct ibv_pd* pd;
-  struct ibv_cq* cq;
-  struct ibv_qp* qp;
-  struct ibv_mr* mr;
-  uint8_t* region;  // GUARD | LEN (registered) | GUARD
-  uint8_t* buf;     // region + GUARD
-  union ibv_gid gid;
-  int gidx;
-};
-
-static struct ibv_context* open_dev(const char* name) {
-  int n;
-  struct ibv_device** l = ibv_get_device_list(&n);
-  struct ibv_context* ctx = NULL;
-  for (int i = 0; l && i < n; ++i)
-    if (!strcmp(ibv_get_device_name(l[i]), name)) ctx = ibv_open_device(l[i]);
-  if (l) ibv_free_device_list(l);
-  if (!ctx) die("cannot open %s", name);
-  // Non-blocking async fd: wait_async() polls it with a timeout.
-  fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);
-  return ctx;
+static uint32_t be32_at(const uint8_t* p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+static uint64_t be64_at(const uint8_t* p) {
+  return (uint64_t)be32_at(p) << 32 | be32_at(p + 4);
 }
 
-static void guards_intact(const struct end* e, const char* what) {
-  for (int i = 0; i < GUARD; ++i)
-    if (e->region[i] != GUARD_BYTE || e->buf[LEN + i] != GUARD_BYTE)
-      die("%s: guard byte %d around the region was overwritten", what, i);
+// The responder sent exactly (layer, etype, ecode) with `flags`, the requester received the same
+// Terminate octet for octet, and neither sent/received one the other way.
+static struct uiwdv_terminate expect_terminate(struct end* responder, struct end* requester,
+                                               uint8_t layer, uint8_t etype, uint8_t ecode,
+                                               uint8_t flags, uint8_t ddp_header_len,
+                                               const char* what) {
+  struct uiwdv_terminate sent, rcvd, none_s, none_r;
+  if (query_terminate(responder->qp, &sent, &none_r) ||
+      query_terminate(requester->qp, &none_s, &rcvd))
+    die("%s: uiwdv_query_terminate failed", what);
+  if (!sent.valid || sent.layer != layer || sent.etype != etype || sent.ecode != ecode ||
+      sent.flags != flags || sent.ddp_header_len != ddp_header_len)
+    die("%s: Terminate sent valid %u layer %u type %u code 0x%02x flags %#x ddp_hdr %u, want "
+        "layer %u type %u code 0x%02x flags %#x ddp_hdr %u",
+        what, sent.valid, sent.layer, sent.etype, sent.ecode, sent.flags, sent.ddp_header_len,
+        layer, etype, ecode, flags, ddp_header_len);
+  if (memcmp(&sent, &rcvd, sizeof(sent)))
+    die("%s: the requester decoded a different Terminate (layer %u type %u code 0x%02x flags %#x)",
+        what, rcvd.layer, rcvd.etype, rcvd.ecode, rcvd.flags);
+  if (none_r.valid || none_s.valid) die("%s: a Terminate in the other direction too", what);
+  printf("  (%s: Terminate layer %u type %u code 0x%02x M%d D%d R%d, DDP segment length %u)\n",
+         what, sent.layer, sent.etype, sent.ecode, !!(sent.flags & UIWDV_TERM_M),
+         !!(sent.flags & UIWDV_TERM_D), !!(sent.flags & UIWDV_TERM_R), sent.ddp_segment_length);
+  return sent;
 }
 
-static struct ibv_qp* make_qp(struct end* e, uint32_t depth) {
-  struct ibv_qp_init_attr ia = {
-      .send_cq = e->cq,
-      .recv_cq = e->cq,
-      .cap = {.max_send_wr = depth, .max_recv_wr = depth, .max_send_sge = 1, .max_recv_sge = 1},
-      .qp_type = IBV_QPT_RC,
-  };
-  struct ibv_qp* qp = ibv_create_qp(e->pd, &ia);
-  if (!qp) die("ibv_create_qp: %s", strerror(errno));
-  struct ibv_qp_attr a = {
-      .qp_state = IBV_QPS_INIT,
-      .port_num = 1,
-      .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-    die("modify to INIT: %s", strerror(errno));
-  return qp;
+static void expect_no_terminate(struct end* e, const char* what) {
+  struct uiwdv_terminate s, r;
+  if (query_terminate(e->qp, &s, &r)) die("%s: uiwdv_query_terminate failed", what);
+  if (s.valid || r.valid) die("%s: a Terminate was %s", what, s.valid ? "sent" : "received");
 }
 
-static void open_end(struct end* e, const char* dev, int gidx) {
-  memset(e, 0, sizeof(*e));
-  e->ctx = open_dev(dev);
-  e->gidx = gidx;
-  if (ibv_query_gid(e->ctx, 1, gidx, &e->gid)) die("%s: no GID %d", dev, gidx);
-  e->pd = ibv_alloc_pd(e->ctx);
-  e->cq = ibv_create_cq(e->ctx, 64, NULL, NULL, 0);
-  e->region = malloc(LEN + 2 * GUARD);
-  if (!e->pd || !e->cq || !e->region) die("%s: resources", dev);
-  memset(e->region, GUARD_BYTE, LEN + 2 * GUARD);
-  e->buf = e->region + GUARD;
-  e->mr = ibv_reg_mr(e->pd, e->buf, LEN,
-                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-  if (!e->mr) die("%s: ibv_reg_mr: %s", dev, strerror(errno));
-  e->qp = make_qp(e, 16);
-}
-
-// RTR with the peer's QPN and GID, then RTS at once: the connection comes up by itself.
-static void to_rts(struct end* e, uint32_t dest_qpn, const union ibv_gid* dgid) {
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR,
-                          .path_mtu = IBV_MTU_1024,
-                          .dest_qp_num = dest_qpn,
-                          .max_dest_rd_atomic = 4,
-                          .min_rnr_timer = 12};
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.dgid = *dgid;
-  a.ah_attr.grh.sgid_index = e->gidx;
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = 1;
-  if (ibv_modify_qp(e->qp, &a,
-                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    die("modify to RTR: %s", strerror(errno));
-  struct ibv_qp_attr r = {
-      .qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 4};
-  if (ibv_modify_qp(e->qp, &r,
-                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-    die("modify to RTS: %s", strerror(errno));
-}
-
-static void connect_pair(struct end* a, struct end* b) {
-  to_rts(a, b->qp->qp_num, &b->gid);
-  to_rts(b, a->qp->qp_num, &a->gid);
-}
-
-static struct ibv_wc poll_one(struct end* e, const char* what) {
-  struct ibv_wc wc;
-  for (int i = 0; i < 20000; ++i) {  // 20 s
-    int n = ibv_poll_cq(e->cq, 1, &wc);
-    if (n < 0) die("%s: ibv_poll_cq failed", what);
-    if (n == 1) return wc;
-    usleep(1000);
+// a asks b for `op` naming `rkey`, which b must refuse (wrong key or deregistered MR). Exact
+// outcome:
+//  - Write: a's WR completes SUCCESS (it completed when TCP took it); b sends DDP / Tagged
+//    Buffer / Invalid STag (RFC 5041 §7.2) with M and D: the 14-octet tagged header of the
+//    first segment, naming rkey and b's buffer address.
+//  - Read: a's WR completes WR_FLUSH_ERR (it waited for a response the Terminate ended); b
+//    sends RDMAP / Remote Protection / Invalid STag (RFC 5040 §4.8 Figure 9) with M, D and R:
+//    the 18-octet untagged header (QN 1) and the Read Request with source STag rkey.
+// Each QP gets exactly one IBV_EVENT_QP_FATAL; neither region nor any guard byte changes; a's
+// next WR is flushed.
+static void expect_refused_access(struct end* a, struct end* b, enum ibv_wr_opcode op,
+                                  uint32_t rkey, const char* what) {
+  const int write = op == IBV_WR_RDMA_WRITE;
+  uint8_t a_before[LEN], b_before[LEN];
+  fill(a, 4);
+  fill(b, 9);
+  memcpy(a_before, a->buf, LEN);
+  memcpy(b_before, b->buf, LEN);
+  if (post_send(a, 5, op, b, rkey)) die("%s: post", what);
+  expect_wc(a, 5, write ? IBV_WC_SUCCESS : IBV_WC_WR_FLUSH_ERR, what);
+  wait_async(b, b->qp, IBV_EVENT_QP_FATAL, what);
+  wait_async(a, a->qp, IBV_EVENT_QP_FATAL, what);
+  struct uiwdv_terminate t;
+  if (write) {
+    t = expect_terminate(b, a, 1, 1, 0x00, UIWDV_TERM_M | UIWDV_TERM_D, 14, what);
+    // Tagged DDP header (RFC 5041 §4.2): control (T set), RsvdULP, STag at 2, TO at 6.
+    if (!(t.ddp_header[0] & 0x80) || be32_at(t.ddp_header + 2) != rkey ||
+        be64_at(t.ddp_header + 6) != (uintptr_t)b->buf)
+      die("%s: echoed header T %d STag %#x TO %#llx, want tagged STag %#x TO %p", what,
+          t.ddp_header[0] >> 7, be32_at(t.ddp_header + 2),
+          (unsigned long long)be64_at(t.ddp_header + 6), rkey, (void*)b->buf);
+  } else {
+    t = expect_terminate(b, a, 0, 1, 0x00, UIWDV_TERM_M | UIWDV_TERM_D | UIWDV_TERM_R, 18, what);
+    // Untagged header QN at 6; Read Request (RFC 5040 §4.4): sink STag 0, sink TO 4, size 12,
+    // source STag 16, source TO 20.
+    if ((t.ddp_header[0] & 0x80) || be32_at(t.ddp_header + 6) != 1 ||
+        be32_at(t.rdma_header + 12) != LEN || be32_at(t.rdma_header + 16) != rkey ||
+        be64_at(t.rdma_header + 20) != (uintptr_t)b->buf)
+      die("%s: echoed QN %u, Read Request size %u source STag %#x TO %#llx; want QN 1, %u, %#x, "
+          "%p",
+          what, be32_at(t.ddp_header + 6), be32_at(t.rdma_header + 12), be32_at(t.rdma_header + 16),
+          (unsigned long long)be64_at(t.rdma_header + 20), LEN, rkey, (void*)b->buf);
   }
-  die("%s: no completion within 20 s", what);
-  return wc;
-}
-
-static void expect_wc(struct end* e, uint64_t wr_id, enum ibv_wc_status st, const char* what) {
-  struct ibv_wc wc = poll_one(e, what);
-  if (wc.wr_id != wr_id || wc.status != st)
-    die("%s: completion wr_id %llu status %s (%d), want wr_id %llu status %s", what,
-        (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status), wc.status,
-        (unsigned long long)wr_id, ibv_wc_status_str(st));
-}
-
-static void wait_async(struct end* e, enum ibv_event_type type, const char* what) {
-  struct pollfd p = {.fd = e->ctx->async_fd, .events = POLLIN};
-  struct ibv_async_event ev;
-  for (int i = 0; i < 20; ++i) {
-    if (poll(&p, 1, 1000) <= 0) continue;
-    if (ibv_get_async_event(e->ctx, &ev)) continue;
-    enum ibv_event_type got = ev.event_type;
-    ibv_ack_async_event(&ev);
-    if (got == type) return;
-    printf("  (%s: async event %s while waiting)\n", what, ibv_event_type_str(got));
-  }
-  die("%s: no async event %s within 20 s", what, ibv_event_type_str(type));
-}
-
-static void post_recv(struct end* e, uint64_t id) {
-  struct ibv_sge s = {.addr = (uintptr_t)e->buf, .length = LEN, .lkey = e->mr->lkey};
-  struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &s, .num_sge = 1}, *bad;
-  if (ibv_post_recv(e->qp, &wr, &bad)) die("ibv_post_recv: %s", strerror(errno));
-}
-
-static int post_send(struct end* e, uint64_t id, enum ibv_wr_opcode op, const struct end* peer,
-                     uint32_t rkey) {
-  struct ibv_sge s = {.addr = (uintptr_t)e->buf, .length = LEN, .lkey = e->mr->lkey};
-  struct ibv_send_wr wr = {.wr_id = id,
-                           .sg_list = &s,
-                           .num_sge = 1,
-                           .opcode = op,
-                           .send_flags = IBV_SEND_SIGNALED},
-                     *bad;
-  if (peer) {
-    wr.wr.rdma.remote_addr = (uintptr_t)peer->buf;
-    wr.wr.rdma.rkey = rkey;
-  }
-  return ibv_post_send(e->qp, &wr, &bad);
-}
-
-static void fill(struct end* e, uint8_t seed) {
-  for (int i = 0; i < LEN; ++i) e->buf[i] = (uint8_t)(seed + i * 7);
-}
-
-static void same(const struct end* a, const struct end* b, const char* what) {
-  if (memcmp(a->buf, b->buf, LEN)) die("%s: data differs", what);
+  if (memcmp(b_before, b->buf, LEN)) die("%s: the target region changed", what);
+  if (memcmp(a_before, a->buf, LEN)) die("%s: the source region changed", what);
   guards_intact(a, what);
   guards_intact(b, what);
-}
-
-static void close_end(struct end* e) {
-  if (e->qp) ibv_destroy_qp(e->qp);
-  ibv_dereg_mr(e->mr);
-  ibv_destroy_cq(e->cq);
-  ibv_dealloc_pd(e->pd);
-  ibv_close_device(e->ctx);
-  free(e->region);
+  if (post_send(a, 6, IBV_WR_SEND, NULL, 0)) die("%s: post after the Terminate", what);
+  expect_wc(a, 6, IBV_WC_WR_FLUSH_ERR, "Send after the Terminate");
+  no_async(a, 200, what);
+  no_async(b, 0, what);
 }
 
 int main(int argc, char** argv) {
@@ -215,9 +151,11 @@ int main(int argc, char** argv) {
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
   struct end a, b;
+  struct ibv_wc wc;
 
   // 0. Every limit ibv_query_device reports is enforced with EINVAL one past it.
   open_end(&a, argv[1], atoi(argv[2]));
+  load_uiwdv();  // libibverbs has loaded libuiw now
   struct ibv_device_attr d;
   if (ibv_query_device(a.ctx, &d)) die("ibv_query_device");
   if (d.max_sge_rd < 2) die("max_sge_rd %d: a Read cannot scatter", d.max_sge_rd);
@@ -270,6 +208,10 @@ int main(int argc, char** argv) {
   if (post_send(&a, 4, IBV_WR_RDMA_READ, &b, b.mr->rkey)) die("post Read");
   expect_wc(&a, 4, IBV_WC_SUCCESS, "RDMA Read");
   same(&a, &b, "Write then Read");
+  expect_no_terminate(&a, "good traffic");
+  expect_no_terminate(&b, "good traffic");
+  no_async(&a, 0, "good traffic");
+  no_async(&b, 0, "good traffic");
   ok("connect-on-RTR in one process: Send, Write, Read verified, guards intact");
 
   // 2. query_qp echoes what the application set.
@@ -283,51 +225,80 @@ int main(int argc, char** argv) {
         qa.retry_cnt, qa.dest_qp_num, qa.max_rd_atomic, qa.max_dest_rd_atomic);
   ok("query_qp: RTS, timeout/retry/dest QPN/ORD/IRD as set");
 
-  // 3. Remote access with a wrong key: the target refuses it (RDMAP §5.4 Terminate), nothing is
-  //    written, both QPs end in error with IBV_EVENT_QP_FATAL; the next WR is flushed.
-  uint8_t before[LEN];
-  memcpy(before, b.buf, LEN);
-  fill(&a, 4);
-  if (post_send(&a, 5, IBV_WR_RDMA_WRITE, &b, b.mr->rkey ^ 0x5a)) die("post bad Write");
-  struct ibv_wc wc = poll_one(&a, "Write with a wrong key");
-  if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_REM_ACCESS_ERR)
-    die("Write with a wrong key completed %s", ibv_wc_status_str(wc.status));
-  wait_async(&b, IBV_EVENT_QP_FATAL, "target after a wrong key");
-  wait_async(&a, IBV_EVENT_QP_FATAL, "source after the Terminate");
-  if (memcmp(before, b.buf, LEN)) die("a Write with a wrong key changed the target region");
-  guards_intact(&b, "wrong key");
-  if (post_send(&a, 6, IBV_WR_SEND, NULL, 0)) die("post after the Terminate");
-  expect_wc(&a, 6, IBV_WC_WR_FLUSH_ERR, "Send after the Terminate");
-  printf("  (the Write itself completed %s)\n", ibv_wc_status_str(wc.status));
-  ok("wrong rkey: nothing written, QP fatal both sides, later WR flushed");
+  // 3. RDMA Write with a wrong key (RFC 5041 §7.2, RFC 5040 §7.2): exactly as remote_access().
+  expect_refused_access(&a, &b, IBV_WR_RDMA_WRITE, b.mr->rkey ^ 0x5a, "Write with a wrong key");
+  ok("wrong rkey Write: SUCCESS locally, DDP Tagged Invalid STag Terminate, nothing written, "
+     "QP fatal both sides, later WR flushed");
 
-  // 4. Posting to a QP in ERR: every WR completes with IBV_WC_WR_FLUSH_ERR.
+  // 4. Posting to a QP in ERR: every WR completes with IBV_WC_WR_FLUSH_ERR, no new event.
   struct ibv_qp_attr err = {.qp_state = IBV_QPS_ERR};
   if (ibv_modify_qp(b.qp, &err, IBV_QP_STATE)) die("modify to ERR");
   post_recv(&b, 7);
   expect_wc(&b, 7, IBV_WC_WR_FLUSH_ERR, "Receive posted in ERR");
   if (post_send(&b, 8, IBV_WR_SEND, NULL, 0)) die("post Send in ERR");
   expect_wc(&b, 8, IBV_WC_WR_FLUSH_ERR, "Send posted in ERR");
+  no_async(&b, 200, "QP in ERR");
   ok("QP in ERR: posted Send and Receive flushed");
   close_end(&a);
   close_end(&b);
 
-  // 5. Send with no receive posted (iWARP has no RNR retry): the target's DDP finds no
-  //    buffer and answers with a Terminate (RFC 5041 §7.2); both QPs go fatal.
+  // 5. A deregistered MR (RFC 5040 §7.2 check 1: the STag is invalid once deregistered), by an
+  //    RDMA Write and by an RDMA Read, each on a fresh pair.
   open_end(&a, argv[1], atoi(argv[2]));
   open_end(&b, argv[3], atoi(argv[4]));
   connect_pair(&a, &b);
-  memcpy(before, b.buf, LEN);
-  if (post_send(&a, 9, IBV_WR_SEND, NULL, 0)) die("post Send without a receive");
-  wc = poll_one(&a, "Send without a receive");
-  wait_async(&b, IBV_EVENT_QP_FATAL, "target of a Send without a receive");
-  wait_async(&a, IBV_EVENT_QP_FATAL, "source of a Send without a receive");
-  if (memcmp(before, b.buf, LEN)) die("a Send without a receive changed the target");
-  guards_intact(&b, "no receive");
-  printf("  (the Send completed %s)\n", ibv_wc_status_str(wc.status));
-  ok("Send without a posted receive: Terminate, QP fatal both sides");
+  uint32_t gone = b.mr->rkey;
+  if (ibv_dereg_mr(b.mr)) die("ibv_dereg_mr");
+  b.mr = NULL;
+  expect_refused_access(&a, &b, IBV_WR_RDMA_WRITE, gone, "Write to a deregistered MR");
+  close_end(&a);
+  close_end(&b);
+  ok("Write to a deregistered MR: SUCCESS locally, Invalid STag Terminate, nothing written");
+  open_end(&a, argv[1], atoi(argv[2]));
+  open_end(&b, argv[3], atoi(argv[4]));
+  connect_pair(&a, &b);
+  gone = b.mr->rkey;
+  if (ibv_dereg_mr(b.mr)) die("ibv_dereg_mr");
+  b.mr = NULL;
+  expect_refused_access(&a, &b, IBV_WR_RDMA_READ, gone, "Read from a deregistered MR");
+  close_end(&a);
+  close_end(&b);
+  ok("Read from a deregistered MR: FLUSH_ERR locally, RDMAP Remote Protection Invalid STag "
+     "Terminate with the Read Request echoed, sink untouched");
 
-  // 6. Send and Receive queue overflow: the WR beyond the granted depth is refused (ENOMEM).
+  // 6. Send with no receive posted (iWARP has no RNR retry): the target's DDP finds no
+  //    buffer (RFC 5041 §7.1 untagged check 2) and answers with a DDP Untagged "Invalid MSN -
+  //    no buffer available" Terminate (RFC 5041 §7.2) echoing the Send's header; the Send
+  //    itself completed when TCP took it.
+  open_end(&a, argv[1], atoi(argv[2]));
+  open_end(&b, argv[3], atoi(argv[4]));
+  connect_pair(&a, &b);
+  uint8_t before[LEN];
+  memcpy(before, b.buf, LEN);
+  fill(&a, 5);
+  if (post_send(&a, 9, IBV_WR_SEND, NULL, 0)) die("post Send without a receive");
+  expect_wc(&a, 9, IBV_WC_SUCCESS, "Send without a receive");
+  wait_async(&b, b.qp, IBV_EVENT_QP_FATAL, "target of a Send without a receive");
+  wait_async(&a, a.qp, IBV_EVENT_QP_FATAL, "source of a Send without a receive");
+  struct uiwdv_terminate t =
+      expect_terminate(&b, &a, 1, 2, 0x02, UIWDV_TERM_M | UIWDV_TERM_D, 18, "no receive");
+  // Untagged DDP header (RFC 5041 §4.3): control, RsvdULP, QN at 6, MSN at 10, MO at 14.
+  if ((t.ddp_header[0] & 0x80) || be32_at(t.ddp_header + 6) != 0 ||
+      be32_at(t.ddp_header + 10) != 1 || be32_at(t.ddp_header + 14) != 0)
+    die("no receive: echoed header T %d QN %u MSN %u MO %u, want untagged QN 0 MSN 1 MO 0",
+        t.ddp_header[0] >> 7, be32_at(t.ddp_header + 6), be32_at(t.ddp_header + 10),
+        be32_at(t.ddp_header + 14));
+  if (memcmp(before, b.buf, LEN)) die("a Send without a receive changed the target");
+  guards_intact(&a, "no receive");
+  guards_intact(&b, "no receive");
+  if (post_send(&a, 10, IBV_WR_SEND, NULL, 0)) die("post after the Terminate");
+  expect_wc(&a, 10, IBV_WC_WR_FLUSH_ERR, "Send after the Terminate");
+  no_async(&a, 200, "source after the flush");
+  no_async(&b, 0, "target after the flush");
+  ok("Send without a posted receive: SUCCESS locally, DDP Untagged no-buffer Terminate (QN 0 "
+     "MSN 1), QP fatal both sides, later WR flushed");
+
+  // 7. Send and Receive queue overflow: the WR beyond the granted depth is refused (ENOMEM).
   struct ibv_qp* small = make_qp(&a, 4);
   struct ibv_qp_attr got;
   ibv_query_qp(small, &got, IBV_QP_CAP, &qi);
@@ -347,7 +318,7 @@ int main(int argc, char** argv) {
     die("RQ overflow: post %u returned %d, want ENOMEM after %u", n, rc, got.cap.max_recv_wr);
   ok("SQ and RQ overflow refused with ENOMEM at the granted depth");
 
-  // 7. Destroying a QP with work outstanding: moving it to ERR flushes every WR first.
+  // 8. Destroying a QP with work outstanding: moving it to ERR flushes every WR first.
   if (ibv_modify_qp(small, &err, IBV_QP_STATE)) die("modify small QP to ERR");
   unsigned flushed = 0;
   for (unsigned i = 0; i < got.cap.max_send_wr + got.cap.max_recv_wr; ++i) {
@@ -363,8 +334,9 @@ int main(int argc, char** argv) {
   close_end(&a);
   close_end(&b);
 
-  // 8. A process exiting with a live connection: the peer sees the connection end; its posted
-  //    receive is flushed and the QP is fatal.
+  // 9. A process exiting with a live connection: the kernel closes its socket, with no
+  //    Terminate. The peer was connected on RTR, so no rdma_cm can report the end: its QP is
+  //    fatal (IBV_EVENT_QP_FATAL) and its posted receive flushed.
   open_end(&a, argv[1], atoi(argv[2]));
   int up[2], down[2];
   if (pipe(up) || pipe(down)) die("pipe");
@@ -377,6 +349,7 @@ int main(int argc, char** argv) {
     if (read(down[0], &qpn, 4) != 4) _exit(3);
     to_rts(&c, qpn, &a.gid);
     post_recv(&c, 1);
+    fill(&c, 6);
     if (post_send(&c, 2, IBV_WR_SEND, NULL, 0)) _exit(3);
     poll_one(&c, "child Send");
     _exit(0);  // no cleanup: the kernel closes everything
@@ -392,8 +365,19 @@ int main(int argc, char** argv) {
   int status;
   waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status)) die("child failed (%d)", status);
+  struct end want;  // the child's payload, for comparison
+  want.buf = malloc(LEN);
+  if (!want.buf) die("malloc");
+  fill(&want, 6);
+  if (memcmp(want.buf, a.buf, LEN)) die("the exiting child's Send: data differs");
+  free(want.buf);
   expect_wc(&a, 21, IBV_WC_WR_FLUSH_ERR, "receive after the peer exited");
-  ok("peer process exited with a live connection: the posted receive is flushed");
+  wait_async(&a, a.qp, IBV_EVENT_QP_FATAL, "peer process exited");
+  expect_no_terminate(&a, "peer process exited");
+  guards_intact(&a, "peer process exited");
+  no_async(&a, 200, "peer process exited");
+  ok("peer process exited with a live connection: data verified, the posted receive flushed, "
+     "QP fatal, no Terminate");
   close_end(&a);
   puts("PASS");
   return 0;
