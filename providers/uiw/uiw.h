@@ -52,9 +52,12 @@ struct Mr : verbs_mr {
 
 struct Qp;
 
-struct Cq : ibv_cq {
-  Cq() : ibv_cq{} {}
+// An ibv_cq_ex, whose head is the ibv_cq every CQ verb sees (libibverbs' ibv_cq_ex_to_cq); the
+// extended poll functions are set only for CQs made by ibv_create_cq_ex.
+struct Cq : ibv_cq_ex {
+  Cq() : ibv_cq_ex{} {}
   std::unique_ptr<engine::CompletionQueue> cq;
+  ibv_wc cur{};  // the completion start_poll/next_poll returned, for the read_* functions
   // The QPs completing here: an empty poll drives their connections inline (busy-poll), so a
   // polling application makes progress itself instead of waiting for the progress thread's
   // next time slice. Lock order: qps_mu before any Connection mutex.
@@ -126,7 +129,10 @@ inline Pd* to_pd(ibv_pd* p) {
   return static_cast<Pd*>(p);
 }
 inline Cq* to_cq(ibv_cq* c) {
-  return static_cast<Cq*>(c);
+  return static_cast<Cq*>(reinterpret_cast<ibv_cq_ex*>(c));
+}
+inline ibv_cq* to_ibv(Cq* c) {
+  return ibv_cq_ex_to_cq(c);
 }
 inline Srq* to_srq(ibv_srq* s) {
   return static_cast<Srq*>(s);
@@ -146,6 +152,9 @@ int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept;
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept;
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) noexcept;
 int req_notify_cq(ibv_cq* cq, int solicited_only) noexcept;
+// ibv_create_cq_ex: the wc_flags the read_* functions can answer, and setting them up.
+inline constexpr uint64_t kCqExWcFlags = IBV_WC_STANDARD_FLAGS;
+void cq_ex_set_ops(Cq* cq) noexcept;
 
 // uiw_conn.cpp: driver methods and the connection side of a QP.
 int method_set_eventfd(ibv_context* ctx, int fd) noexcept;  // 0 or errno

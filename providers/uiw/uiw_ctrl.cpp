@@ -172,21 +172,49 @@ int dereg_mr(verbs_mr* vmr) noexcept {
 
 // ---- CQ and SRQ
 
-ibv_cq* create_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int vector) noexcept {
+Cq* make_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int vector) noexcept {
   uiw_drv_resp<ib_uverbs_create_cq_resp, uiw_uresp_create_cq> resp{};
   return create_object<Cq>(
       [&](Cq* cq) {
         uiw_cmd<ib_uverbs_create_cq> cmd{};
-        return ibv_cmd_create_cq(ibctx, cqe, channel, vector, cq, &cmd, sizeof(cmd), resp.ibv(),
-                                 sizeof(resp));
+        return ibv_cmd_create_cq(ibctx, cqe, channel, vector, to_ibv(cq), &cmd, sizeof(cmd),
+                                 resp.ibv(), sizeof(resp));
       },
       [&](Cq* cq) {
         const uint32_t n = std::max<uint32_t>({resp.drv.num_cqe, static_cast<uint32_t>(cqe), 1});
         // An armed CQ that gets a matching completion fires the kernel completion channel.
-        cq->cq = std::make_unique<engine::CompletionQueue>(n, [cq] { method_cq_signal(cq); });
+        cq->cq =
+            std::make_unique<engine::CompletionQueue>(n, [cq] { method_cq_signal(to_ibv(cq)); });
         return 0;
       },
-      [](Cq* cq) { ibv_cmd_destroy_cq(cq); });
+      [](Cq* cq) { ibv_cmd_destroy_cq(to_ibv(cq)); });
+}
+
+ibv_cq* create_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int vector) noexcept {
+  Cq* cq = make_cq(ibctx, cqe, channel, vector);
+  return cq ? to_ibv(cq) : nullptr;
+}
+
+// ibv_create_cq_ex: the same CQ plus the start/next/end_poll and read_* functions. libibverbs
+// calls the provider directly here, so the provider initialises what ibv_create_cq would.
+// Refused: wc_flags beyond kCqExWcFlags (timestamps, VLAN, flow tag: nothing to report),
+// parent domains, and flags other than single-threaded (a hint uiw may ignore).
+ibv_cq_ex* create_cq_ex(ibv_context* ibctx, ibv_cq_init_attr_ex* attr) noexcept {
+  const uint32_t known = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;
+  if (attr->comp_mask & ~known) return errno = EINVAL, nullptr;
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) || (attr->wc_flags & ~kCqExWcFlags))
+    return errno = EOPNOTSUPP, nullptr;
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+      (attr->flags & ~static_cast<uint32_t>(IBV_CREATE_CQ_ATTR_SINGLE_THREADED)))
+    return errno = EOPNOTSUPP, nullptr;
+  const uint32_t max_cqe = to_ctx(ibctx)->caps.max_cqe;
+  if (attr->cqe == 0 || attr->cqe > max_cqe) return errno = EINVAL, nullptr;
+  Cq* cq = make_cq(ibctx, static_cast<int>(attr->cqe), attr->channel,
+                   static_cast<int>(attr->comp_vector));
+  if (!cq) return nullptr;
+  verbs_init_cq(to_ibv(cq), ibctx, attr->channel, attr->cq_context);
+  cq_ex_set_ops(cq);
+  return cq;
 }
 
 // The engine ring first (it refuses to shrink below what is queued), then the kernel's record.
@@ -450,6 +478,7 @@ int destroy_qp(ibv_qp* ibqp) noexcept {
 const verbs_context_ops kContextOps = {
     .alloc_pd = alloc_pd,
     .create_cq = create_cq,
+    .create_cq_ex = create_cq_ex,
     .create_qp = create_qp,
     .create_qp_ex = create_qp_ex,
     .create_srq = create_srq,

@@ -226,4 +226,77 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only) noexcept {
   return 0;
 }
 
+// ---- ibv_cq_ex: one completion at a time through poll_cq (same busy-poll and ordering), kept in
+// Cq::cur for the read_* functions until the next start_poll/next_poll.
+namespace {
+
+Cq* cqx(ibv_cq_ex* c) {
+  return static_cast<Cq*>(c);
+}
+
+int cqx_poll_one(ibv_cq_ex* c) {
+  Cq* cq = cqx(c);
+  if (poll_cq(to_ibv(cq), 1, &cq->cur) != 1) return ENOENT;
+  c->wr_id = cq->cur.wr_id;
+  c->status = cq->cur.status;
+  return 0;
+}
+
+int cqx_start_poll(ibv_cq_ex* c, ibv_poll_cq_attr* attr) {
+  if (attr->comp_mask) return EINVAL;  // no poll attributes defined
+  return cqx_poll_one(c);
+}
+int cqx_next_poll(ibv_cq_ex* c) {
+  return cqx_poll_one(c);
+}
+void cqx_end_poll(ibv_cq_ex*) {}  // nothing held between polls
+ibv_wc_opcode cqx_read_opcode(ibv_cq_ex* c) {
+  return cqx(c)->cur.opcode;
+}
+uint32_t cqx_read_vendor_err(ibv_cq_ex* c) {
+  return cqx(c)->cur.vendor_err;
+}
+uint32_t cqx_read_byte_len(ibv_cq_ex* c) {
+  return cqx(c)->cur.byte_len;
+}
+__be32 cqx_read_imm_data(ibv_cq_ex* c) {  // the invalidated STag with IBV_WC_WITH_INV
+  return cqx(c)->cur.imm_data;
+}
+uint32_t cqx_read_qp_num(ibv_cq_ex* c) {
+  return cqx(c)->cur.qp_num;
+}
+uint32_t cqx_read_src_qp(ibv_cq_ex* c) {
+  return cqx(c)->cur.src_qp;
+}
+unsigned int cqx_read_wc_flags(ibv_cq_ex* c) {
+  return cqx(c)->cur.wc_flags;
+}
+uint32_t cqx_read_slid(ibv_cq_ex* c) {
+  return cqx(c)->cur.slid;
+}
+uint8_t cqx_read_sl(ibv_cq_ex* c) {
+  return cqx(c)->cur.sl;
+}
+uint8_t cqx_read_dlid_path_bits(ibv_cq_ex* c) {
+  return cqx(c)->cur.dlid_path_bits;
+}
+
+}  // namespace
+
+void cq_ex_set_ops(Cq* cq) noexcept {
+  cq->start_poll = cqx_start_poll;
+  cq->next_poll = cqx_next_poll;
+  cq->end_poll = cqx_end_poll;
+  cq->read_opcode = cqx_read_opcode;
+  cq->read_vendor_err = cqx_read_vendor_err;
+  cq->read_byte_len = cqx_read_byte_len;
+  cq->read_imm_data = cqx_read_imm_data;
+  cq->read_qp_num = cqx_read_qp_num;
+  cq->read_src_qp = cqx_read_src_qp;
+  cq->read_wc_flags = cqx_read_wc_flags;
+  cq->read_slid = cqx_read_slid;
+  cq->read_sl = cqx_read_sl;
+  cq->read_dlid_path_bits = cqx_read_dlid_path_bits;
+}
+
 }  // namespace uiw::provider

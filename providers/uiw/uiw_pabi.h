@@ -213,6 +213,9 @@ int ibv_cmd_create_cq(ibv_context* context, int cqe, ibv_comp_channel* channel, 
                       ibv_cq* cq, void* cmd, size_t cmd_size, ib_uverbs_create_cq_resp* resp,
                       size_t resp_size);
 int ibv_cmd_destroy_cq(ibv_cq* cq);
+// What ibv_create_cq does after the provider (context, channel reference, cq_context, the
+// event mutex and condition); a provider of create_cq_ex calls it itself.
+void verbs_init_cq(ibv_cq* cq, ibv_context* context, ibv_comp_channel* channel, void* cq_context);
 int ibv_cmd_resize_cq(ibv_cq* cq, int cqe, void* cmd, size_t cmd_size,
                       ib_uverbs_resize_cq_resp* resp, size_t resp_size);
 int ibv_cmd_create_srq(ibv_pd* pd, ibv_srq* srq, ibv_srq_init_attr* attr, void* cmd,
