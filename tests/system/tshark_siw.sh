@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # needs: uiw siw
-# quarantine: reworked (one dumpcap capture, one tshark pass); not yet run in the VM
-# timeout: 900
+# timeout: 600
 # Wire validation of uiw <-> siw with Wireshark's iWARP dissectors: rping -V sessions (5 x 3000
 # bytes: Send, Read Request/Response, Write) in both directions, CRC off, CRC required by uiw,
 # and siw -> uiw with CRC required by siw (the tunable siw, interop_lib.bash), all in one
