@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # needs: uiw siw
-# quarantine: kernel BUG at iwcm.c:969 (iw_cm close event on a closed siw connection) in 2 of 3 runs
-# timeout: 2400
+# timeout: 900
 # A Terminate provoked on each side of a uiw0 <-> siw0 connection (uiw_term_check: an RDMA
 # Write, then an RDMA Read, with a wrong rkey), captured on lo (where traffic between two local
 # addresses flows) and decoded by Wireshark's iWARP dissector:
@@ -11,6 +10,8 @@
 #   - siw reads with a bad STag from uiw: RDMA layer / Remote Protection / Invalid STag with M,
 #     D and R (RFC 5040 §4.8, Figure 9): 0x0100E000, length 46 (18 + 28, the Read Request's
 #     ULPDU_Length: the DDP Segment includes its DDP header, RFC 5041 §2);
+#   - siw logs each Terminate it receives ("siw: got TERMINATE. layer L, type T, code C"): the
+#     two above must each arrive and read as siw's bitfields make them read;
 #   - uiw writes / reads with a bad STag to siw: siw's Terminate must reach uiw, which completes
 #     the Read in error and enters ERR. siw encodes the Terminate Control word with
 #     little-endian bitfields (drivers/infiniband/sw/siw/iwarp.h struct iwarp_terminate):
@@ -59,11 +60,30 @@ term_block() {
     END { out() }' term.decoded
 }
 
+# siw_got_term NAME WANT: siw logged exactly one received Terminate since line $D0 of dmesg,
+# with siw's reading "layer L, type T, code C" = WANT (its bitfields swap layer and type, above).
+siw_got_term() {
+  local got i
+  for ((i = 0; i < 50; i++)); do
+    got=$(dmesg | tail -n +"$((D0 + 1))" | sed -n 's/.*siw: got TERMINATE\. //p')
+    [ -z "$got" ] || break
+    sleep 0.2
+  done
+  [ "$got" = "$2" ] || fail "$1: siw logged the received Terminate as '$got', want '$2'"
+  log "$1: siw logged: got TERMINATE. $got"
+}
+
 wire_start term "tcp portrange 7700-7703"
+D0=$(dmesg | wc -l)
 term_case siw-writes-uiw "$UIW0_ADDR" "$SIW0_ADDR" write
 p_uw=$TPORT
+# uiw's DDP (1) / Tagged Buffer (1) / Invalid STag (0): the nibbles are equal, siw reads it right.
+siw_got_term siw-writes-uiw 'layer 1, type 1, code 0'
+D0=$(dmesg | wc -l)
 term_case siw-reads-uiw "$UIW0_ADDR" "$SIW0_ADDR" read
 p_ur=$TPORT
+# uiw's RDMA (0) / Remote Protection (1) / Invalid STag (0), through siw's swapped nibbles.
+siw_got_term siw-reads-uiw 'layer 1, type 0, code 0'
 term_case uiw-writes-siw "$SIW0_ADDR" "$UIW0_ADDR" write
 p_sw=$TPORT
 term_case uiw-reads-siw "$SIW0_ADDR" "$UIW0_ADDR" read

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # needs: uiw
-# quarantine: reworked (one dumpcap capture, one tshark pass); not yet run in the VM
-# timeout: 1200
+# timeout: 900
 # Wire validation of uiw <-> uiw with Wireshark's iWARP dissectors (MPA, DDP/RDMAP). One dumpcap
 # capture on lo (both addresses are local, so the kernel routes the connections over lo) holds
 # every session, from before the first connection; one `tshark -V` pass decodes it
