@@ -5,16 +5,16 @@
  *   uiw_term_check server BIND_ADDR PORT
  *   uiw_term_check client BIND_ADDR SERVER_ADDR PORT write|read
  *
- * The server registers a 4 KiB buffer with remote read and write access, posts one receive and
- * accepts one connection, sending its buffer's address, length and rkey as private data. The
- * client then sends a 16-byte "hello" Send and the server answers it with a 16-byte "go" Send
- * (the client speaks first: without an RTR, RFC 5044 §7.1.2 forbids the Responder to send an
- * FPDU before it received one); the client provokes the error only after "go" arrived. This ULP
- * handshake keeps the bad access out of the bytes that follow the client's RTR (RFC 6581) in
- * the same TCP read on the server: a siw responder
- * that waits for an RTR reports ESTABLISHED to iw_cm only when its whole first read went
- * without error (siw_rtr_data_ready, linux 6.1); if the bad access is in that read, siw drops
- * the connection and reports CLOSE for a cm_id iw_cm still holds in CONN_RECV, and iw_cm
+ * The server registers a 4 KiB buffer with remote read and write access, posts two receives
+ * ("hello", then one left to be flushed) and accepts one connection, sending its buffer's
+ * address, length and rkey as private data. The client then sends a 16-byte "hello" Send and
+ * the server answers it with a 16-byte "go" Send (the client speaks first: without an RTR,
+ * RFC 5044 §7.1.2 forbids the Responder to send an FPDU before it received one); the client
+ * provokes the error only after "go" arrived. This ULP handshake keeps the bad access out of
+ * the bytes that follow the client's RTR (RFC 6581) in the same TCP read on the server: a siw
+ * responder that waits for an RTR reports ESTABLISHED to iw_cm only when its whole first read
+ * went without error (siw_rtr_data_ready, linux 6.1); if the bad access is in that read, siw
+ * drops the connection and reports CLOSE for a cm_id iw_cm still holds in CONN_RECV, and iw_cm
  * BUG()s (drivers/infiniband/core/iwcm.c:969, cm_close_handler). RFC 6581 lets the Initiator
  * send right after its RTR, so the handshake is the ULP's choice, not a uiw rule.
  * The client then uses a wrong rkey (the server's rkey XOR 0x5a5a5a00, never the right one):
@@ -55,7 +55,7 @@
 
 #define BUF_LEN 4096
 #define WAIT_MS 30000
-#define GO_LEN 16 /* the server's "go" Send, from the second half of its buffer */
+#define GO_LEN 16 /* length of the "hello" and "go" Sends */
 
 /*
  * wr_ids: the client's "hello" Send, receive for "go", Write and Read; the server's receive for
