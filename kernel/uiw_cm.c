@@ -441,7 +441,12 @@ void uiw_cep_enter_rdma_mode(struct uiw_cep *cep)
 	cep->state = UIW_CEP_RDMA_MODE;
 }
 
-/* After the connected upcall: wake the owner, and catch a close that came meanwhile. */
+/*
+ * Just before the connected upcall (under cep->lock, so a TAKE_SOCKET waits for the upcall):
+ * wake the owner first, so that an application that sees ESTABLISHED finds the readiness
+ * eventfd already signalled; and catch a close that came during the MPA exchange (handled
+ * by the work queue, after the upcall).
+ */
 void uiw_cep_connected(struct uiw_cep *cep)
 {
 	cep->connected = true;

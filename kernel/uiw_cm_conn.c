@@ -375,8 +375,8 @@ static void uiw_cm_proc_reply(struct uiw_cep *cep)
 	if (cep->rtr && uiw_rtr_reply(cep, pd, pd_len))
 		goto proto;
 	uiw_cep_enter_rdma_mode(cep);
-	uiw_cm_upcall(cep, IW_CM_EVENT_CONNECT_REPLY, 0, pd, pd_len);
 	uiw_cep_connected(cep);
+	uiw_cm_upcall(cep, IW_CM_EVENT_CONNECT_REPLY, 0, pd, pd_len);
 	return;
 
 proto:
@@ -613,8 +613,8 @@ int uiw_iw_accept(struct iw_cm_id *id, struct iw_cm_conn_param *param)
 	 * ESTABLISHED right away. With an RTR the provider holds back its own FPDUs until
 	 * it has received the peer's RTR (RFC 6581); the kernel never reads it.
 	 */
-	uiw_cm_upcall(cep, IW_CM_EVENT_ESTABLISHED, 0, NULL, 0);
 	uiw_cep_connected(cep);
+	uiw_cm_upcall(cep, IW_CM_EVENT_ESTABLISHED, 0, NULL, 0);
 	rv = 0;
 	goto out;
 
