@@ -364,6 +364,10 @@ ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex* attr) noexcept {
 int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
   Qp* qp = to_qp(ibqp);
   const bool to_state = mask & IBV_QP_STATE;
+  // The application closes: a peer's FIN from now on is the answer, not news (qp_event).
+  if (to_state && (attr->qp_state == IBV_QPS_SQD || attr->qp_state == IBV_QPS_ERR ||
+                   attr->qp_state == IBV_QPS_RESET))
+    qp->local_close = true;
   // iWARP graceful close (rdma_disconnect): uiw.ko sends FIN when the QP enters SQD, so what
   // the application queued must be in the socket first (RFC 5040 §6: the LLP closes after the
   // outstanding messages).
@@ -385,13 +389,11 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
   if (!to_state) return 0;
   const int rtr_mask = IBV_QP_AV | IBV_QP_DEST_QPN;
   if (attr->qp_state == IBV_QPS_RTR && (mask & rtr_mask) == rtr_mask) qp->rtr_connect = true;
-  if (attr->qp_state == IBV_QPS_SQD || attr->qp_state == IBV_QPS_ERR) qp->local_close = true;
   switch (attr->qp_state) {
     case IBV_QPS_ERR:
       qp_abort(qp);  // flush every outstanding WR (verbs: Error state)
       return 0;
     case IBV_QPS_RESET: {
-      qp->local_close = true;
       qp_abort(qp);
       // A fresh engine QP; it waits for a new connection like a new one. Busy pollers must not
       // see the old connection go away under them: detach from the CQs meanwhile.
