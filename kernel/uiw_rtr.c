@@ -19,6 +19,7 @@
 #include <net/tcp.h>
 
 #include "uiw_cm.h"
+#include "uiw_sctp.h"
 
 static ushort rtr_port = 7471;
 module_param(rtr_port, ushort, 0444);
@@ -426,12 +427,16 @@ static int uiw_rtr_connect(struct uiw_qp *qp)
 	rv = uiw_sock_create(udev, raddr.ss_family, &s);
 	if (rv)
 		goto fail;
-	rv = kernel_bind(s, (struct sockaddr *)&laddr, uiw_addr_len(&laddr));
+	/* Over SCTP (device llp=sctp) the multihoming policy of uiw_sctp.c binds. */
+	if (s->sk->sk_protocol == IPPROTO_SCTP)
+		rv = uiw_sctp_bind(udev, s, &laddr);
+	else
+		rv = kernel_bind(s, (struct sockaddr *)&laddr, uiw_addr_len(&laddr));
 	if (rv) {
 		sock_release(s);
 		goto fail;
 	}
-	tcp_sock_set_nodelay(s->sk);
+	uiw_sock_set_nodelay(s);
 	rv = uiw_cep_start_connect(cep, s, &raddr);
 	if (!rv)
 		goto out;
@@ -638,6 +643,15 @@ static int uiw_rtr_send_accept(struct uiw_cep *cep, const struct uiw_rtr_pd *rep
 	p->ird = max_t(u32, p->ird, peer->ord);
 	if (p->ird > UIW_MAX_IRD)
 		return -EINVAL;
+	uiw_rtr_pd_encode(buf, rep);
+	if (uiw_cep_sctp(cep)) {
+		/* RFC 5043 §6.2 Session Accept: no RTR message, no peer-to-peer bits. */
+		p->rtr = UIW_RTR_NONE;
+		p->p2p = false;
+		v2.ird = p->ird;
+		v2.ord = p->ord;
+		return uiw_sctp_send_accept(cep, &v2, buf, sizeof(buf));
+	}
 	if (p->rtr == UIW_RTR_NONE)
 		p->rtr = peer->write_rtr ? UIW_RTR_WRITE :
 			 peer->read_rtr	 ? UIW_RTR_READ :
@@ -652,7 +666,6 @@ static int uiw_rtr_send_accept(struct uiw_cep *cep, const struct uiw_rtr_pd *rep
 	v2.p2p = true;
 	v2.write_rtr = p->rtr == UIW_RTR_WRITE;
 	v2.read_rtr = p->rtr == UIW_RTR_READ;
-	uiw_rtr_pd_encode(buf, rep);
 	return uiw_mpa_send(cep->sock, false,
 			    p->rev | (p->crc ? UIW_MPA_CRC : 0) | UIW_MPA_ENHANCED,
 			    &v2, buf, sizeof(buf));
@@ -689,7 +702,13 @@ bool uiw_rtr_request(struct uiw_cep *cep, const u8 *pd, u16 pd_len)
 	uiw_sockaddr_gid(&remote, &rgid);
 
 	reason = uiw_rtr_pd_decode(pd, pd_len, &req);
-	if (!reason && (req.type != UIW_RTR_PD_REQUEST || !cep->params.p2p))
+	/*
+	 * Over TCP the initiator must ask for peer-to-peer mode (RFC 6581) so that our side
+	 * may send first. RFC 5043 has no such mode and needs none: the Session Accept is
+	 * acknowledged before either side's DDP Segments (uiw_sctp_send_accept).
+	 */
+	if (!reason && (req.type != UIW_RTR_PD_REQUEST ||
+			!(cep->params.p2p || uiw_cep_sctp(cep))))
 		reason = UIW_RTR_BAD_PD;
 	if (!reason) {
 		qp = uiw_qp_lookup(udev, req.dst_qpn & UIW_QPN_MAX);

@@ -47,6 +47,13 @@ SctpStream::SctpStream(int fd) : fd_(fd), buf_(engine::kSctpRecordHeader + kSctp
   int one = 1;
   setsockopt(fd_, IPPROTO_SCTP, SCTP_NODELAY, &one, sizeof one);
   setsockopt(fd_, IPPROTO_SCTP, SCTP_RECVRCVINFO, &one, sizeof one);
+  // RFC 4960 §6.2 lets a receiver delay its SACK up to 200 ms unless a second packet arrives.
+  // A DDP Segment is one message of up to the path MTU (64 KiB on loopback), so a pause of the
+  // sender after one message stalled it for the whole delay; a SACK per packet (frequency 1,
+  // RFC 6458 §8.1.19) keeps the window moving.
+  sctp_sack_info sack{};
+  sack.sack_freq = 1;
+  setsockopt(fd_, IPPROTO_SCTP, SCTP_DELAYED_SACK, &sack, sizeof sack);
 }
 
 SctpStream::~SctpStream() {
