@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # needs: uiw
-# quarantine: the SCTP latency half has not finished within its limit yet
+# quarantine: hangs: 1 of 6 SCTP runs per boot does not exit (ib_write_lat, or ib_send_bw after its result row; bench/reports/vm-perftest-sctp-2026-11-22.txt)
 # timeout: 2400
 # perftest with rdma_cm (-R) between uiw1 (client, --source_ip) and uiw0 (server), first with
 # both devices in TCP mode (TCP + MPA), then in SCTP mode (DDP over SCTP, RFC 5043), in the
