@@ -62,7 +62,11 @@ bool Connection::receive_locked() {
 bool Connection::transmit_locked() {
   bool moved = false;
   blocked_ = false;
-  for (;;) {
+  // After a failed write or our own shutdown nothing more can go out. The Qp may still hold
+  // the rest of a partly written FPDU (it saw the peer's EOF first, so rx_error did not drop
+  // it): without this, every pass would retry the write and count as progress, and the
+  // progress thread would spin (SCTP refuses sends once the peer's SHUTDOWN arrived).
+  while (!tx_shut_) {
     std::span<const iovec> iov = qp_->tx_pending();
     if (iov.empty()) break;
     const transport::IoResult r = stream_->writev(iov.data(), static_cast<int>(iov.size()));

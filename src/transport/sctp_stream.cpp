@@ -54,6 +54,11 @@ SctpStream::SctpStream(int fd) : fd_(fd), buf_(engine::kSctpRecordHeader + kSctp
   sctp_sack_info sack{};
   sack.sack_freq = 1;
   setsockopt(fd_, IPPROTO_SCTP, SCTP_DELAYED_SACK, &sack, sizeof sack);
+  // The association's end (association_end) is told only by this notification.
+  sctp_event ev{};
+  ev.se_type = SCTP_ASSOC_CHANGE;
+  ev.se_on = 1;
+  setsockopt(fd_, IPPROTO_SCTP, SCTP_EVENT, &ev, sizeof ev);
 }
 
 SctpStream::~SctpStream() {
@@ -74,6 +79,20 @@ IoResult SctpStream::copy_out(const struct iovec* iov, int iovcnt, size_t* done)
     pos = 0;
   }
   return {IoStatus::Ok, *done, 0};
+}
+
+// SCTP has no half-close (RFC 4960 §9.2): the side that sends SHUTDOWN never sees its
+// socket's receive side shut, so recvmsg keeps saying EAGAIN after the association is gone.
+// Its end is told only by an SCTP_ASSOC_CHANGE notification (RFC 6458 §6.1.1; uiw.ko
+// subscribes it): SHUTDOWN_COMP is a graceful end (EOF), COMM_LOST / CANT_STR_ASSOC a lost one.
+IoStatus SctpStream::association_end(const uint8_t* p, size_t n) {
+  sctp_assoc_change ac{};
+  if (n < sizeof ac) return IoStatus::Ok;
+  std::memcpy(&ac, p, sizeof ac);
+  if (ac.sac_type != SCTP_ASSOC_CHANGE) return IoStatus::Ok;
+  if (ac.sac_state == SCTP_SHUTDOWN_COMP) return IoStatus::Closed;
+  if (ac.sac_state == SCTP_COMM_LOST || ac.sac_state == SCTP_CANT_STR_ASSOC) return IoStatus::Error;
+  return IoStatus::Ok;
 }
 
 IoResult SctpStream::readv(const struct iovec* iov, int iovcnt) {
@@ -110,6 +129,10 @@ IoResult SctpStream::readv(const struct iovec* iov, int iovcnt) {
     }
     if (m.msg_flags & MSG_NOTIFICATION) {
       // Not DDP data. Notifications arrive whole (the buffer is far larger than any).
+      const IoStatus end = association_end(buf_.data() + hdr + have_, static_cast<size_t>(n));
+      if (end == IoStatus::Closed) closed_ = true;
+      if (end == IoStatus::Error)
+        return done ? IoResult{IoStatus::Ok, done, 0} : IoResult{IoStatus::Error, 0, ECONNRESET};
       continue;
     }
     if (have_ == 0) {

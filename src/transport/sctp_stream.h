@@ -52,6 +52,7 @@ class SctpStream final : public ByteStream {
 
  private:
   IoResult copy_out(const struct iovec* iov, int iovcnt, size_t* done);
+  static IoStatus association_end(const uint8_t* notification, size_t n);
 
   int fd_;
   std::vector<uint8_t> buf_;          // record header + message being received or copied out

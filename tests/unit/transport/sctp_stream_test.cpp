@@ -121,26 +121,38 @@ TEST(SctpStreamTest, MessagesKeepBoundariesAndPpids) {
   EXPECT_EQ(rx.messages_in(), 2u);
 }
 
-// Two Qps in SCTP mode, each behind a runtime::Connection over its SctpStream.
+// Two Qps in SCTP mode (a initiates), each behind a runtime::Connection over its SctpStream.
+struct EnginePair {
+  Assoc as;
+  engine::test::Side a{1}, b{2};
+  std::unique_ptr<runtime::Connection> ca, cb;
+  explicit EnginePair(uint32_t ord_ird) {
+    auto sa = std::make_unique<SctpStream>(as.c);
+    auto sb = std::make_unique<SctpStream>(as.s);
+    engine::ConnParams p;
+    p.llp = engine::Llp::Sctp;
+    p.mulpdu = sa->emss();
+    p.ord = p.ird = ord_ird;
+    p.initiator = true;
+    a.qp->start(p);
+    p.initiator = false;
+    p.mulpdu = sb->emss();
+    b.qp->start(p);
+    ca = std::make_unique<runtime::Connection>(a.qp.get(), std::move(sa));
+    cb = std::make_unique<runtime::Connection>(b.qp.get(), std::move(sb));
+  }
+};
+
 TEST(SctpStreamTest, EngineSendsWritesReadsAndClosesOverSctp) {
   REQUIRE_SCTP();
   using namespace engine;
   using engine::test::sge_of;
   using engine::test::Side;
-  Assoc as;
-  Side a(1), b(2);
-  auto sa = std::make_unique<SctpStream>(as.c);
-  auto sb = std::make_unique<SctpStream>(as.s);
-  ConnParams p;
-  p.llp = Llp::Sctp;
-  p.mulpdu = sa->emss();
-  p.ord = p.ird = 8;
-  p.initiator = true;
-  a.qp->start(p);
-  p.initiator = false;
-  p.mulpdu = sb->emss();
-  b.qp->start(p);
-  runtime::Connection ca(a.qp.get(), std::move(sa)), cb(b.qp.get(), std::move(sb));
+  EnginePair pair(8);
+  Side& a = pair.a;
+  Side& b = pair.b;
+  runtime::Connection& ca = *pair.ca;
+  runtime::Connection& cb = *pair.cb;
 
   constexpr int kSends = 100;
   std::vector<std::vector<uint8_t>> src, dst;
@@ -209,6 +221,41 @@ TEST(SctpStreamTest, EngineSendsWritesReadsAndClosesOverSctp) {
   }
   EXPECT_TRUE(b.has_event(QpEvent::Closed));
   EXPECT_EQ(b.qp->terminate_received(), std::nullopt);
+}
+
+// SCTP has no half-close: the side that sends SHUTDOWN never sees its receive side shut.
+// Its Qp must still learn that the association ended (SHUTDOWN COMPLETE notification) and
+// flush, with no close from the peer's application (as rping's client after rdma_disconnect).
+TEST(SctpStreamTest, TheSideThatShutsDownSeesTheAssociationEnd) {
+  REQUIRE_SCTP();
+  using namespace engine;
+  using engine::test::sge_of;
+  EnginePair e(0);
+  std::vector<uint8_t> dst(64);
+  RecvWr r;
+  r.wr_id = 7;
+  r.num_sge = 1;
+  r.sg_list[0] = sge_of(dst, e.a.reg_mr(dst, memory::kLocalWrite));
+  ASSERT_EQ(e.ca->post_recv(r), 0);
+
+  e.ca->close();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((e.a.qp->state() != QpState::Error || e.b.qp->state() != QpState::Error) &&
+         std::chrono::steady_clock::now() < deadline) {
+    if (!e.ca->progress() && !e.cb->progress()) {
+      pollfd pf[2] = {{e.ca->fd(), POLLIN, 0}, {e.cb->fd(), POLLIN, 0}};
+      poll(pf, 2, 10);
+    }
+  }
+  EXPECT_EQ(e.a.qp->state(), QpState::Error);
+  EXPECT_EQ(e.b.qp->state(), QpState::Error);
+  EXPECT_TRUE(e.a.has_event(QpEvent::Closed));
+  EXPECT_FALSE(e.a.has_event(QpEvent::LlpError));
+  EXPECT_TRUE(e.b.has_event(QpEvent::Closed));
+  const auto rc = e.a.poll_recv();
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].wr_id, 7u);
+  EXPECT_EQ(rc[0].status, WcStatus::WrFlushErr);
 }
 
 }  // namespace
