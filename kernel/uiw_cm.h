@@ -163,6 +163,7 @@ void uiw_cm_send_request(struct uiw_cep *cep);
 void uiw_cm_child_drop(struct uiw_cep *cep);
 void uiw_cm_pending_drop(struct uiw_cep *cep);
 bool uiw_cep_unlink_child(struct uiw_cep *cep);
+bool uiw_mpa_crc_wanted(void);
 void uiw_cm_send_reject(struct uiw_cep *cep, const void *pd, u8 pd_len);
 int uiw_cep_start_connect(struct uiw_cep *cep, struct socket *s,
 			  struct sockaddr_storage *raddr);

@@ -56,6 +56,12 @@ static uint mpa_markers;
 module_param(mpa_markers, uint, 0644);
 MODULE_PARM_DESC(mpa_markers, "MPA Markers (RFC 5044): 1 ask for them as initiator, 2 as responder, 4 refuse a peer that asks (default 0: never ask, insert them when asked)");
 
+/* The CRC policy for initiators outside iw_cm too (connect-on-RTR, uiw_rtr.c). */
+bool uiw_mpa_crc_wanted(void)
+{
+	return READ_ONCE(mpa_crc);
+}
+
 static u16 uiw_mpa_bits(const struct uiw_cep_params *p)
 {
 	return p->rev | (p->crc ? UIW_MPA_CRC : 0) |

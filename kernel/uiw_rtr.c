@@ -418,6 +418,8 @@ static int uiw_rtr_connect(struct uiw_qp *qp)
 	p->rev = UIW_MPA_REV2;
 	p->enhanced = true;
 	p->p2p = true;
+	/* RFC 5044 §7.1.1: ask for CRC as an iw_cm initiator would (mpa_crc). */
+	p->crc = uiw_mpa_crc_wanted();
 	p->rtr_offer = UIW_MPA_RTR_WRITE | UIW_MPA_RTR_READ;
 	p->ird = min_t(u32, ird, UIW_MAX_IRD);
 	p->ord = UIW_MAX_ORD;

@@ -218,7 +218,8 @@ wire_field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
 # capture order) to server PORT in NAME.streams, or with K=T0-T1 the last one that started
 # between those times (`date +%s.%N` around the session): MPA Request and Reply decoded, no malformed
 # packet or expert error; CRC=1: C set in the Request or Reply (RFC 5044 §7.1.2), every decoded
-# FPDU CRC "Good" and none unverified; CRC=0: C in neither, no CRC verified (RFC 5044 §4.1: the
+# FPDU CRC "Good" and none unverified; CRC=2: as 1, with C set in both frames (both sides
+# asked for CRC: uiw <-> uiw with mpa_crc=Y, either side initiating); CRC=0: C in neither, no CRC verified (RFC 5044 §4.1: the
 # field then carries no CRC); MARKERS=1: M in both frames (each side asked the other for
 # Markers) and Markers decoded; every decoded opcode in ALLOWED, every one of REQUIRED present
 # (|-separated RFC 5040 Figure 4 names). Logs one summary line.
@@ -235,8 +236,10 @@ wire_check() {
     fail "$label: the MPA dissector did not find one Request and one Reply ($l)"
   [ "$(wire_field "$l" malformed)$(wire_field "$l" experr)" = 00 ] || fail "$label: malformed/expert errors ($l)"
   [ "$(wire_field "$l" fpdu)" -gt 0 ] || fail "$label: no FPDU decoded ($l)"
-  if [ "$crc" = 1 ]; then
+  if [ "$crc" != 0 ]; then
     [ "$(wire_field "$l" creq)$(wire_field "$l" crep)" != 00 ] || fail "$label: CRC flag in neither MPA frame ($l)"
+    [ "$crc" = 1 ] || [ "$(wire_field "$l" creq)$(wire_field "$l" crep)" = 11 ] ||
+      fail "$label: CRC flag not in both MPA frames ($l)"
     [ "$(wire_field "$l" bad)" = 0 ] || fail "$label: FPDU CRCs the dissector computed differently ($l)"
     [ "$(wire_field "$l" good)" -gt 0 ] && [ "$(wire_field "$l" raw)" = 0 ] ||
       fail "$label: FPDU CRCs not all verified ($l)"

@@ -94,11 +94,11 @@ wire_stop uiw
 wire_decode uiw
 
 wire_check uiw cm-nocrc 7900 1 0 0 "$ALL" "$ALL"
-wire_check uiw cm-crc 7901 1 1 0 "$ALL" "$ALL"
-wire_check uiw cm-markers-crc 7902 1 1 1 "$ALL" ""
+wire_check uiw cm-crc 7901 1 2 0 "$ALL" "$ALL"
+wire_check uiw cm-markers-crc 7902 1 2 1 "$ALL" ""
 wire_check uiw cm-markers 7903 1 0 1 "$ALL" ""
 # ibv_rc_pingpong only Sends; a Write RTR (RFC 6581) also shows as a zero-length Write.
-for c in nocrc:0 crc:1; do
+for c in nocrc:0 crc:2; do
   wire_check uiw rtr-${c%:*}-pingpong 7471 "${WIN[rtr-${c%:*}-pingpong]}" "${c#*:}" 0 'Send|Write' Send
   wire_check uiw rtr-${c%:*}-write 7471 "${WIN[rtr-${c%:*}-write]}" "${c#*:}" 0 "$ALL" Write
   wire_check uiw rtr-${c%:*}-read 7471 "${WIN[rtr-${c%:*}-read]}" "${c#*:}" 0 "$ALL" 'Read Request|Read Response'
