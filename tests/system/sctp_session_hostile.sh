@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # needs: uiw
-# timeout: 900
-# quarantine: the five hostile cases pass; the closing rping client then got DISCONNECT and hung (1 run; cause not found)
+# timeout: 600
 # Hostile peers against uiw's passive DDP Stream Session setup (RFC 5043 §5.2.3, §6, §11.1;
 # kernel/uiw_sctp.c). An rping server listens on uiw0 in SCTP mode; a raw SCTP peer (python,
 # below) opens an association to its port and sends one bad first message per case. Outcomes:
