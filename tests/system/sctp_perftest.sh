@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # needs: uiw
-# quarantine: hangs: 1 of 6 SCTP runs per boot does not exit (ib_write_lat, or ib_send_bw after its result row; bench/reports/vm-perftest-sctp-2026-11-22.txt)
-# timeout: 2400
+# timeout: 600
 # perftest with rdma_cm (-R) between uiw1 (client, --source_ip) and uiw0 (server), first with
 # both devices in TCP mode (TCP + MPA), then in SCTP mode (DDP over SCTP, RFC 5043), in the
 # same VM boot so the numbers compare: ib_write_bw, ib_read_bw, ib_send_bw (64 KiB x 200) and
