@@ -463,8 +463,14 @@ void uiw_cep_conn_closed(struct uiw_cep *cep)
 		cep->disconnect_sent = true;
 		uiw_cm_upcall(cep, IW_CM_EVENT_DISCONNECT, 0, NULL, 0);
 	}
-	/* Finish the TCP close; the owner may still read what arrived before the FIN. */
-	kernel_sock_shutdown(cep->sock, SHUT_WR);
+	/*
+	 * Finish the TCP close; the owner may still read what arrived before the FIN. A socket
+	 * handed to its owner is closed by the owner's provider after its last FPDU: a peer that
+	 * stopped mid-FPDU is still owed the Terminate of RFC 5044 §8 (MPA error 1), which our
+	 * FIN would cut off. uiw_cep_release_sock closes it at the latest.
+	 */
+	if (!cep->file)
+		kernel_sock_shutdown(cep->sock, SHUT_WR);
 	cep->state = UIW_CEP_CLOSED;
 	if (cep->qp)
 		uiw_qp_set_state(cep->qp, IB_QPS_ERR);
