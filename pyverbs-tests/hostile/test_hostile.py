@@ -385,6 +385,7 @@ class HostileDataTest(HostileBase):
     def test_stop_mid_fpdu(self):
         # Half an FPDU, then FIN: MPA error 1 (RFC 5044 8), sent while we still read.
         peer = self.connect()
+        # 40 octets: ULPDU_Length (2), the untagged DDP/RDMAP header (18), 20 payload octets.
         peer.send_ulpdu(peer.send(b"h" * 100), partial=40)
         time.sleep(0.5)
         peer.shutdown_write()
@@ -392,8 +393,14 @@ class HostileDataTest(HostileBase):
         self.assertEqual((t.cause.as_tuple(), t.m, t.d, t.r),
                          (cause(2, 0, T.kMpaConnectionLost), False, False, False))
         rep = self.finish(peer)
-        self.assert_untouched(rep)
+        # As with a bad CRC: the header was valid, so the 20 payload octets that arrived went
+        # straight into the first posted receive (directed placement, DESIGN.md); that receive
+        # is flushed, never completed, and nothing else changes.
+        self.assert_untouched(rep, recv_too=False)
+        self.assertIn(rep.region_changed("recv"), ((0, -1), (20, 0)), rep)
         self.assert_errored(rep)
+        # The application hears of it: QP fatal (RDMAP 5.4) and the QP in ERR.
+        self.assertIn("async local work queue catastrophic error", rep.lines, rep)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # needs: uiw
-# quarantine: 17 of 28 data cases confirmed; the server hangs in teardown after a mid-FPDU stop (uiw finding)
-# timeout: 900
+# timeout: 600
 # Hostile peer (pyverbs-tests/hostile): a raw MPA/DDP/RDMAP client on a plain TCP socket against
 # uiw_hostile_server (rdma_cm on uiw0, guarded regions, posted receives). Each case checks the
 # exact Terminate uiw sends, what the server application sees and the guard octets.
