@@ -75,8 +75,10 @@ struct Srq : ibv_srq {
 // engine runs on the handed-over socket; Down: aborted or reset, nothing moves any more.
 enum class Link : uint8_t { Waiting, Up, Down };
 
-struct Qp : ibv_qp {
-  Qp() : ibv_qp{} {}
+// A verbs_qp: ibv_qp_to_qp_ex() finds the ibv_qp_ex of a QP made with send_ops_flags (the
+// ibv_wr_* functions, uiw_data.cpp), so every ibv_qp field is reached through qp.
+struct Qp : verbs_qp {
+  Qp() : verbs_qp{} {}
   Context* ctx = nullptr;  // Unowned.
   uint32_t pd_id = 0;
   uint32_t sq_depth = 0, rq_depth = 0;
@@ -95,6 +97,16 @@ struct Qp : ibv_qp {
   // a peer's close is raised as IBV_EVENT_QP_FATAL instead, unless we closed first.
   std::atomic<bool> rtr_connect{false};
   std::atomic<bool> local_close{false};  // the application moved it to SQD/ERR/RESET
+
+  // The ibv_wr_* batch (uiw_data.cpp), built between wr_start and wr_complete / wr_abort with
+  // mu held all along, so the batch reaches the send queue whole, as one ibv_post_send would.
+  struct BatchWr {
+    engine::SendWr wr;
+    uint32_t inline_len = 0;  // > 0: wr's one SGE is inline_data, fixed up when posted
+    uint8_t inline_data[engine::kMaxInline];
+  };
+  std::vector<BatchWr> batch;
+  int batch_error = 0;  // the first builder error; wr_complete returns it and posts nothing
 };
 
 struct Context {
@@ -138,7 +150,10 @@ inline Srq* to_srq(ibv_srq* s) {
   return static_cast<Srq*>(s);
 }
 inline Qp* to_qp(ibv_qp* q) {
-  return static_cast<Qp*>(q);
+  return static_cast<Qp*>(reinterpret_cast<verbs_qp*>(q));
+}
+inline Qp* to_qp(ibv_qp_ex* q) {
+  return static_cast<Qp*>(reinterpret_cast<verbs_qp*>(q));
 }
 inline Mr* to_mr(verbs_mr* m) {
   return static_cast<Mr*>(m);
@@ -155,6 +170,11 @@ int req_notify_cq(ibv_cq* cq, int solicited_only) noexcept;
 // ibv_create_cq_ex: the wc_flags the read_* functions can answer, and setting them up.
 inline constexpr uint64_t kCqExWcFlags = IBV_WC_STANDARD_FLAGS;
 void cq_ex_set_ops(Cq* cq) noexcept;
+// ibv_create_qp_ex with send_ops_flags: the ibv_wr_* operations uiw carries, and setting up the
+// wr_* functions of the QP's ibv_qp_ex.
+inline constexpr uint64_t kQpExSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND |
+                                         IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_SEND_WITH_INV;
+void qp_ex_set_ops(Qp* qp) noexcept;
 
 // uiw_conn.cpp: driver methods and the connection side of a QP.
 int method_set_eventfd(ibv_context* ctx, int fd) noexcept;  // 0 or errno

@@ -70,10 +70,10 @@ class DriverMethod {
 // connection, or gone), EALREADY (taken before).
 int method_take_socket(Qp* qp, int* fd, uiw_conn_info* info) {
   DriverMethod m(UVERBS_OBJECT_QP, UIW_METHOD_QP_TAKE_SOCKET);
-  m.idr_in(UIW_ATTR_TAKE_SOCKET_QP_HANDLE, qp->handle);
+  m.idr_in(UIW_ATTR_TAKE_SOCKET_QP_HANDLE, qp->qp.handle);
   m.ptr_out(UIW_ATTR_TAKE_SOCKET_FD, fd, sizeof(*fd));
   m.ptr_out(UIW_ATTR_TAKE_SOCKET_CONN_INFO, info, sizeof(*info));
-  return m.run(qp->context);
+  return m.run(qp->qp.context);
 }
 
 engine::RtrType map_rtr(uint8_t rtr) {
@@ -128,7 +128,7 @@ bool attach_socket(Context* ctx, Qp* qp) {
   if (rc) {
     // The connection failed for good (connect-on-RTR: refused, timed out, wrong peer): the QP
     // is in Error, its work requests complete with flush errors (uiw.ko raised QP fatal).
-    std::fprintf(stderr, "uiw: QP %u: connection failed: %s\n", qp->qp_num, std::strerror(rc));
+    std::fprintf(stderr, "uiw: QP %u: connection failed: %s\n", qp->qp.qp_num, std::strerror(rc));
     std::lock_guard lock(qp->mu);
     qp->link = Link::Down;
     qp->eqp->abort();
@@ -136,7 +136,7 @@ bool attach_socket(Context* ctx, Qp* qp) {
   }
   std::lock_guard lock(qp->mu);
   // The application may have moved the QP to ERR/RESET meanwhile: the socket is of no use then.
-  if (qp->eqp->state() != engine::QpState::Idle || info.qpn != qp->qp_num) {
+  if (qp->eqp->state() != engine::QpState::Idle || info.qpn != qp->qp.qp_num) {
     close(fd);
     return true;
   }
@@ -156,7 +156,7 @@ bool attach_socket(Context* ctx, Qp* qp) {
   }
   if (debug_enabled())
     std::fprintf(stderr, "uiw: QP %u: socket taken (%s, crc %d, ird %u, ord %u, mulpdu %u)\n",
-                 qp->qp_num, (info.flags & UIW_CONN_F_INITIATOR) ? "initiator" : "responder",
+                 qp->qp.qp_num, (info.flags & UIW_CONN_F_INITIATOR) ? "initiator" : "responder",
                  qp->eqp->params().crc, info.ird, info.ord, qp->eqp->params().mulpdu);
   qp->link = Link::Up;
   ctx->progress->add(qp->conn.get());
@@ -192,7 +192,7 @@ void qp_event(Qp* qp, engine::QpEvent ev) noexcept {
   if (debug_enabled()) {
     static const char* const kNames[] = {"established",     "terminate sent", "terminate received",
                                          "connection lost", "CQ overrun",     "closed"};
-    std::fprintf(stderr, "uiw: QP %u: %s\n", qp->qp_num, kNames[static_cast<int>(ev)]);
+    std::fprintf(stderr, "uiw: QP %u: %s\n", qp->qp.qp_num, kNames[static_cast<int>(ev)]);
   }
   // Affiliated async events (ibv_get_async_event), raised through uiw.ko: a Terminate either
   // way or a lost LLP ends the QP in Error (RDMAP §5.4) = IBV_EVENT_QP_FATAL; a completion that
@@ -201,18 +201,18 @@ void qp_event(Qp* qp, engine::QpEvent ev) noexcept {
     case engine::QpEvent::TerminateSent:
     case engine::QpEvent::TerminateReceived:
     case engine::QpEvent::LlpError:
-      method_event(qp->context, UVERBS_OBJECT_QP, qp->handle, IBV_EVENT_QP_FATAL);
+      method_event(qp->qp.context, UVERBS_OBJECT_QP, qp->qp.handle, IBV_EVENT_QP_FATAL);
       break;
     case engine::QpEvent::Closed:
       // The peer closed (or its process died) with no rdma_cm to say so: for the application
       // the QP just entered Error, as when an IB RC peer stops answering.
       if (qp->rtr_connect && !qp->local_close)
-        method_event(qp->context, UVERBS_OBJECT_QP, qp->handle, IBV_EVENT_QP_FATAL);
+        method_event(qp->qp.context, UVERBS_OBJECT_QP, qp->qp.handle, IBV_EVENT_QP_FATAL);
       break;
     case engine::QpEvent::CqOverrun:
-      for (ibv_cq* cq : {qp->send_cq, qp->recv_cq}) {
+      for (ibv_cq* cq : {qp->qp.send_cq, qp->qp.recv_cq}) {
         if (to_cq(cq)->cq->overrun() && !to_cq(cq)->overrun_reported.exchange(true))
-          method_event(qp->context, UVERBS_OBJECT_CQ, cq->handle, IBV_EVENT_CQ_ERR);
+          method_event(qp->qp.context, UVERBS_OBJECT_CQ, cq->handle, IBV_EVENT_CQ_ERR);
       }
       break;
     default:

@@ -286,12 +286,12 @@ int destroy_srq(ibv_srq* ibsrq) noexcept {
 // The engine half of a QP, fresh (create, and again after a reset to RESET).
 int build_engine_qp(Qp* qp) {
   return guarded([qp] {
-    if (!qp->srq) {
+    if (!qp->qp.srq) {
       qp->own_rq = std::make_unique<engine::ReceiveQueue>(std::max(qp->rq_depth, 1u), false);
       qp->rq = qp->own_rq.get();
     }
     engine::QpConfig c;
-    c.qp_num = qp->qp_num;
+    c.qp_num = qp->qp.qp_num;
     c.pd = qp->pd_id;
     c.sq_depth = std::max(qp->sq_depth, 1u);
     c.registry = &qp->ctx->registry;
@@ -312,10 +312,10 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr) noexcept {
     return errno = EINVAL, nullptr;
   Context* ctx = to_ctx(ibpd->context);
   uiw_drv_resp<ib_uverbs_create_qp_resp, uiw_uresp_create_qp> resp{};
-  return create_object<Qp>(
+  Qp* made = create_object<Qp>(
       [&](Qp* qp) {
         uiw_cmd<ib_uverbs_create_qp> cmd{};
-        return ibv_cmd_create_qp(ibpd, qp, attr, &cmd, sizeof(cmd), resp.ibv(), sizeof(resp));
+        return ibv_cmd_create_qp(ibpd, &qp->qp, attr, &cmd, sizeof(cmd), resp.ibv(), sizeof(resp));
       },
       [&](Qp* qp) {
         qp->ctx = ctx;
@@ -337,16 +337,21 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr) noexcept {
       [&](Qp* qp) {
         cq_detach(to_cq(attr->send_cq), qp);
         cq_detach(to_cq(attr->recv_cq), qp);
-        ibv_cmd_destroy_qp(qp);
+        ibv_cmd_destroy_qp(&qp->qp);
       });
+  return made ? &made->qp : nullptr;
 }
 
-// ibv_create_qp_ex (pyverbs' QPInitAttrEx): the plain QP with a PD and no create flags. The
-// ibv_wr_* send API (IBV_QP_INIT_ATTR_SEND_OPS_FLAGS), XRC and RSS are not offered.
+// ibv_create_qp_ex (pyverbs' QPInitAttrEx): the plain QP with a PD and no create flags, and
+// with send_ops_flags the ibv_wr_* API for the operations iWARP has (kQpExSendOps; immediate
+// data and atomics are refused with EOPNOTSUPP). XRC and RSS are not offered.
 ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex* attr) noexcept {
-  const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  const uint32_t known =
+      IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  const bool wr_api = attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   if ((attr->comp_mask & ~known) || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
-      ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags))
+      ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags) ||
+      (wr_api && (attr->send_ops_flags & ~kQpExSendOps)))
     return errno = EOPNOTSUPP, nullptr;
   ibv_qp_init_attr a{};
   a.qp_context = attr->qp_context;
@@ -357,7 +362,9 @@ ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex* attr) noexcept {
   a.qp_type = attr->qp_type;
   a.sq_sig_all = attr->sq_sig_all;
   ibv_qp* qp = create_qp(attr->pd, &a);
-  if (qp) attr->cap = a.cap;
+  if (!qp) return nullptr;
+  attr->cap = a.cap;
+  if (wr_api) qp_ex_set_ops(to_qp(qp));
   return qp;
 }
 
@@ -398,8 +405,8 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
       // A fresh engine QP; it waits for a new connection like a new one. Busy pollers must not
       // see the old connection go away under them: detach from the CQs meanwhile.
       std::lock_guard lock(qp->ctx->mu);
-      cq_detach(to_cq(qp->send_cq), qp);
-      cq_detach(to_cq(qp->recv_cq), qp);
+      cq_detach(to_cq(qp->qp.send_cq), qp);
+      cq_detach(to_cq(qp->qp.recv_cq), qp);
       {
         std::lock_guard qlock(qp->mu);
         qp->conn.reset();
@@ -410,8 +417,8 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
         qp->local_close = false;
       }
       if (const int rc = guarded([qp] {
-            cq_attach(to_cq(qp->send_cq), qp);
-            cq_attach(to_cq(qp->recv_cq), qp);
+            cq_attach(to_cq(qp->qp.send_cq), qp);
+            cq_attach(to_cq(qp->qp.recv_cq), qp);
             return 0;
           }))
         return rc;
@@ -463,8 +470,8 @@ int destroy_qp(ibv_qp* ibqp) noexcept {
   }
   qp->local_close = true;
   // Engine first, so no completion of this QP reaches its CQs after destroy returns.
-  cq_detach(to_cq(qp->send_cq), qp);
-  cq_detach(to_cq(qp->recv_cq), qp);
+  cq_detach(to_cq(qp->qp.send_cq), qp);
+  cq_detach(to_cq(qp->qp.recv_cq), qp);
   if (qp->conn) ctx->progress->remove(qp->conn.get());
   qp->link = Link::Down;
   qp->conn.reset();

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstring>
+#include <new>
 
 #include "uiw.h"
 
@@ -297,6 +299,193 @@ void cq_ex_set_ops(Cq* cq) noexcept {
   cq->read_slid = cqx_read_slid;
   cq->read_sl = cqx_read_sl;
   cq->read_dlid_path_bits = cqx_read_dlid_path_bits;
+}
+
+// ---- ibv_qp_ex: the ibv_wr_* post-send API. wr_start takes Qp::mu and wr_complete / wr_abort
+// release it; each builder (wr_send, wr_rdma_write, ...) begins a WR with the ibv_qp_ex's wr_id
+// and wr_flags as they are then, and the wr_set_* functions fill in the WR begun last. Errors
+// are held until wr_complete, which then posts nothing (rdma-core's ibv_wr_post(3)).
+namespace {
+
+void batch_fail(Qp* qp, int err) {
+  if (!qp->batch_error) qp->batch_error = err;
+}
+
+void batch_begin(ibv_qp_ex* x, WrOpcode op) {
+  Qp* qp = to_qp(x);
+  if (qp->batch_error) return;
+  try {
+    Qp::BatchWr& b = qp->batch.emplace_back();
+    b.wr.wr_id = x->wr_id;
+    b.wr.opcode = op;
+    b.wr.flags = map_send_flags(x->wr_flags, qp->sig_all);
+  } catch (const std::bad_alloc&) {
+    batch_fail(qp, ENOMEM);
+  }
+}
+
+// The WR the last builder began; null (and EINVAL held) when a wr_set_* comes first.
+Qp::BatchWr* batch_last(ibv_qp_ex* x) {
+  Qp* qp = to_qp(x);
+  if (qp->batch_error) return nullptr;
+  if (qp->batch.empty()) return batch_fail(qp, EINVAL), nullptr;
+  return &qp->batch.back();
+}
+
+void qpx_wr_start(ibv_qp_ex* x) {
+  Qp* qp = to_qp(x);
+  qp->mu.lock();
+  qp->batch.clear();
+  qp->batch_error = 0;
+}
+
+void qpx_wr_abort(ibv_qp_ex* x) {
+  Qp* qp = to_qp(x);
+  qp->batch.clear();
+  qp->batch_error = 0;
+  qp->mu.unlock();
+}
+
+// All of the batch or none of it: a send queue without room for it all refuses it (ENOMEM), as
+// do WRs the engine would refuse (a Read with inline data); a QP in Error takes it and flushes.
+int qpx_wr_complete(ibv_qp_ex* x) {
+  Qp* qp = to_qp(x);
+  int rc = qp->batch_error;
+  for (const Qp::BatchWr& b : qp->batch)
+    if (!rc && b.wr.opcode == WrOpcode::RdmaRead && (b.wr.flags & engine::kSendInline)) rc = EINVAL;
+  if (!rc) {
+    rc = with_engine(qp, [&](engine::Qp& e) {
+      if (e.state() != engine::QpState::Error && e.sq_free() < qp->batch.size()) return ENOMEM;
+      for (Qp::BatchWr& b : qp->batch) {
+        if (b.inline_len) b.wr.sg_list[0].addr = reinterpret_cast<uintptr_t>(b.inline_data);
+        if (const int err = e.post_send(b.wr)) return -err;
+      }
+      return 0;
+    });
+  }
+  qp->batch.clear();
+  qp->batch_error = 0;
+  qp->mu.unlock();
+  if (!rc && try_progress(qp)) give_way();
+  return rc;
+}
+
+void qpx_wr_send(ibv_qp_ex* x) {
+  batch_begin(x, WrOpcode::Send);
+}
+void qpx_wr_send_inv(ibv_qp_ex* x, uint32_t invalidate_rkey) {
+  batch_begin(x, WrOpcode::SendInv);
+  if (Qp::BatchWr* b = batch_last(x)) b->wr.invalidate_stag = invalidate_rkey;
+}
+void qpx_wr_rdma_write(ibv_qp_ex* x, uint32_t rkey, uint64_t remote_addr) {
+  batch_begin(x, WrOpcode::RdmaWrite);
+  if (Qp::BatchWr* b = batch_last(x)) b->wr.remote_stag = rkey, b->wr.remote_addr = remote_addr;
+}
+void qpx_wr_rdma_read(ibv_qp_ex* x, uint32_t rkey, uint64_t remote_addr) {
+  batch_begin(x, WrOpcode::RdmaRead);
+  if (Qp::BatchWr* b = batch_last(x)) b->wr.remote_stag = rkey, b->wr.remote_addr = remote_addr;
+}
+
+void qpx_wr_set_sge(ibv_qp_ex* x, uint32_t lkey, uint64_t addr, uint32_t length) {
+  if (Qp::BatchWr* b = batch_last(x)) {
+    b->wr.num_sge = 1;
+    b->wr.sg_list[0] = {addr, length, lkey};
+    b->inline_len = 0;
+  }
+}
+void qpx_wr_set_sge_list(ibv_qp_ex* x, size_t num_sge, const ibv_sge* sg_list) {
+  Qp::BatchWr* b = batch_last(x);
+  if (!b) return;
+  if (num_sge > engine::kMaxSge) return batch_fail(to_qp(x), EINVAL);
+  b->wr.num_sge = static_cast<uint32_t>(num_sge);
+  copy_sges(sg_list, static_cast<int>(num_sge), b->wr.sg_list);
+  b->inline_len = 0;
+}
+
+// Inline data is copied now: the caller may reuse its buffers as soon as the call returns.
+void qpx_wr_set_inline_data_list(ibv_qp_ex* x, size_t num_buf, const ibv_data_buf* buf_list) {
+  Qp::BatchWr* b = batch_last(x);
+  if (!b) return;
+  size_t len = 0;
+  for (size_t i = 0; i < num_buf; ++i) {
+    if (buf_list[i].length > engine::kMaxInline - len) return batch_fail(to_qp(x), EINVAL);
+    if (buf_list[i].length) std::memcpy(b->inline_data + len, buf_list[i].addr, buf_list[i].length);
+    len += buf_list[i].length;
+  }
+  b->inline_len = static_cast<uint32_t>(len);
+  b->wr.flags |= engine::kSendInline;
+  b->wr.num_sge = len ? 1 : 0;
+  b->wr.sg_list[0] = {0, static_cast<uint32_t>(len), 0};  // addr set when posted
+}
+void qpx_wr_set_inline_data(ibv_qp_ex* x, void* addr, size_t length) {
+  const ibv_data_buf one{addr, length};
+  qpx_wr_set_inline_data_list(x, 1, &one);
+}
+
+// Operations iWARP (RFC 5040) does not have or uiw does not offer: create_qp_ex refuses them
+// in send_ops_flags, and calling one anyway fails the batch instead of jumping through null.
+void qpx_refuse(ibv_qp_ex* x) {
+  Qp* qp = to_qp(x);
+  batch_begin(x, WrOpcode::Send);
+  batch_fail(qp, EOPNOTSUPP);
+}
+void qpx_wr_atomic_cmp_swp(ibv_qp_ex* x, uint32_t, uint64_t, uint64_t, uint64_t) {
+  qpx_refuse(x);
+}
+void qpx_wr_atomic_fetch_add(ibv_qp_ex* x, uint32_t, uint64_t, uint64_t) {
+  qpx_refuse(x);
+}
+void qpx_wr_atomic_write(ibv_qp_ex* x, uint32_t, uint64_t, const void*) {
+  qpx_refuse(x);
+}
+void qpx_wr_bind_mw(ibv_qp_ex* x, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
+  qpx_refuse(x);
+}
+void qpx_wr_local_inv(ibv_qp_ex* x, uint32_t) {
+  qpx_refuse(x);
+}
+void qpx_wr_rdma_write_imm(ibv_qp_ex* x, uint32_t, uint64_t, __be32) {
+  qpx_refuse(x);
+}
+void qpx_wr_send_imm(ibv_qp_ex* x, __be32) {
+  qpx_refuse(x);
+}
+void qpx_wr_send_tso(ibv_qp_ex* x, void*, uint16_t, uint16_t) {
+  qpx_refuse(x);
+}
+void qpx_wr_set_ud_addr(ibv_qp_ex* x, ibv_ah*, uint32_t, uint32_t) {  // RC only
+  batch_fail(to_qp(x), EINVAL);
+}
+void qpx_wr_set_xrc_srqn(ibv_qp_ex* x, uint32_t) {
+  batch_fail(to_qp(x), EINVAL);
+}
+
+}  // namespace
+
+void qp_ex_set_ops(Qp* qp) noexcept {
+  ibv_qp_ex& x = qp->qp_ex;
+  x.wr_start = qpx_wr_start;
+  x.wr_complete = qpx_wr_complete;
+  x.wr_abort = qpx_wr_abort;
+  x.wr_send = qpx_wr_send;
+  x.wr_send_inv = qpx_wr_send_inv;
+  x.wr_rdma_write = qpx_wr_rdma_write;
+  x.wr_rdma_read = qpx_wr_rdma_read;
+  x.wr_set_sge = qpx_wr_set_sge;
+  x.wr_set_sge_list = qpx_wr_set_sge_list;
+  x.wr_set_inline_data = qpx_wr_set_inline_data;
+  x.wr_set_inline_data_list = qpx_wr_set_inline_data_list;
+  x.wr_atomic_cmp_swp = qpx_wr_atomic_cmp_swp;
+  x.wr_atomic_fetch_add = qpx_wr_atomic_fetch_add;
+  x.wr_atomic_write = qpx_wr_atomic_write;
+  x.wr_bind_mw = qpx_wr_bind_mw;
+  x.wr_local_inv = qpx_wr_local_inv;
+  x.wr_rdma_write_imm = qpx_wr_rdma_write_imm;
+  x.wr_send_imm = qpx_wr_send_imm;
+  x.wr_send_tso = qpx_wr_send_tso;
+  x.wr_set_ud_addr = qpx_wr_set_ud_addr;
+  x.wr_set_xrc_srqn = qpx_wr_set_xrc_srqn;
+  qp->comp_mask |= UIW_VERBS_QP_EX;
 }
 
 }  // namespace uiw::provider

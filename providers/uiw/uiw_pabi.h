@@ -101,6 +101,22 @@ struct verbs_mr {
   int access;
 };
 
+// A QP as libibverbs sees it: ibv_qp_to_qp_ex() returns &qp_ex when comp_mask has
+// UIW_VERBS_QP_EX (set by a provider that fills the ibv_wr_* functions); VERBS_QP_XRCD says
+// xrcd is valid (uiw has no XRC).
+struct verbs_xrcd;
+enum : uint32_t { UIW_VERBS_QP_XRCD = 1u << 0, UIW_VERBS_QP_EX = 1u << 1 };
+
+struct verbs_qp {
+  union {
+    ibv_qp qp;
+    ibv_qp_ex qp_ex;  // begins with the ibv_qp (qp_base)
+  };
+  uint32_t comp_mask;
+  verbs_xrcd* xrcd;
+};
+static_assert(offsetof(ibv_qp_ex, qp_base) == 0, "ibv_qp_ex must begin with its ibv_qp");
+
 // Every op a provider can supply, in v44.0's (sorted) order; verbs_set_ops() copies the non-null
 // ones into the context and libibverbs fills the rest with EOPNOTSUPP stubs.
 struct verbs_context_ops {

@@ -72,6 +72,8 @@ class Qp {
   void close();  // graceful: finish queued sends, then ask the lower layer for a FIN
   void abort();  // abortive: flush everything now
   QpState state() const { return state_; }
+  // Send queue entries free now: post_send() takes at least this many more WRs.
+  size_t sq_free() const { return sq_.size() - (sq_tail_ - sq_head_); }
   uint32_t qp_num() const { return cfg_.qp_num; }
   const ConnParams& params() const { return params_; }
   const QpStats& stats() const { return stats_; }

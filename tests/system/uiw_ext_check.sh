@@ -5,7 +5,9 @@
 # ibv_fork_init first and a fork() child that leaves the parent's region and traffic alone;
 # ibv_create_cq_ex polled with start_poll/next_poll/end_poll and read_* (timestamps refused with
 # EOPNOTSUPP); IBV_EVENT_SRQ_LIMIT_REACHED exactly once below an armed limit, none at it;
-# IBV_EVENT_CQ_ERR exactly once on a CQ overrun. Data verified, guard bytes checked.
+# IBV_EVENT_CQ_ERR exactly once on a CQ overrun; the ibv_wr_* API of ibv_create_qp_ex (a batch of
+# Write, inline Send and two-SGE Read; wr_abort; refused batches post nothing). Data verified,
+# guard bytes checked.
 source "$UIW_ROOT/tests/system/lib.sh"
 
 gcc -O2 -Wall -Wextra -Werror -o ext_check "$UIW_ROOT/providers/uiw/tests/uiw_ext_check.c" \

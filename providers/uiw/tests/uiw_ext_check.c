@@ -4,7 +4,9 @@
 //  - ibv_create_cq_ex (IBV_WC_STANDARD_FLAGS) polled with start_poll/next_poll/end_poll and
 //    read_*; flags uiw cannot fill are refused with EOPNOTSUPP;
 //  - IBV_EVENT_SRQ_LIMIT_REACHED when an armed SRQ drops below its limit, exactly once;
-//  - IBV_EVENT_CQ_ERR when completions overrun a CQ, exactly once.
+//  - IBV_EVENT_CQ_ERR when completions overrun a CQ, exactly once;
+//  - the ibv_wr_* post-send API (ibv_create_qp_ex with send_ops_flags): a batch of Write,
+//    inline Send and two-SGE Read, wr_abort, and the errors wr_complete owes (nothing posted).
 //
 //   uiw_ext_check DEV_A GIDX_A DEV_B GIDX_B
 //
@@ -58,6 +60,40 @@ static void send_recv(struct end* a, struct end* b, uint64_t id, uint8_t seed, c
   expect_wc(a, id + 1, IBV_WC_SUCCESS, what);
   expect_wc(b, id, IBV_WC_SUCCESS, what);
   same(a, b, what);
+}
+
+// A receive of the upper half of e's buffer (the lower half is what Writes and Reads use).
+static void post_recv_upper(struct end* e, uint64_t id) {
+  struct ibv_sge s = {.addr = (uintptr_t)e->buf + LEN / 2, .length = LEN / 2, .lkey = e->mr->lkey};
+  struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &s, .num_sge = 1}, *bad;
+  if (ibv_post_recv(e->qp, &wr, &bad)) die("ibv_post_recv: %s", strerror(errno));
+}
+
+static void expect_wc_len(struct end* e, uint64_t wr_id, enum ibv_wc_opcode op, uint32_t len,
+                          const char* what) {
+  struct ibv_wc wc = poll_one(e, what);
+  if (wc.wr_id != wr_id || wc.status != IBV_WC_SUCCESS || wc.opcode != op ||
+      (op == IBV_WC_RECV && wc.byte_len != len))
+    die("%s: wr_id %llu status %s opcode %d byte_len %u, want %llu success %d %u", what,
+        (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status), wc.opcode, wc.byte_len,
+        (unsigned long long)wr_id, op, len);
+}
+
+// Nothing completes on e within ms.
+static void no_wc(struct end* e, int ms, const char* what) {
+  struct ibv_wc wc;
+  for (int i = 0; i < ms; ++i) {
+    if (ibv_poll_cq(e->cq, 1, &wc) == 1)
+      die("%s: unexpected completion wr_id %llu (%s)", what, (unsigned long long)wc.wr_id,
+          ibv_wc_status_str(wc.status));
+    usleep(1000);
+  }
+}
+
+// wr_complete of a batch that must be refused whole with `want`.
+static void refused_batch(int got, int want, const char* what) {
+  if (got != want)
+    die("%s: wr_complete returned %d, want %d (%s)", what, got, want, strerror(want));
 }
 
 int main(int argc, char** argv) {
@@ -204,6 +240,129 @@ int main(int argc, char** argv) {
   guards_intact(&b, "CQ overrun");
   printf("  (CQ of %d entries, %d Writes)\n", cqe, cqe + 2);
   ok("CQ overrun: one IBV_EVENT_CQ_ERR, the CQ's entries intact, data landed");
+  close_end(&a);
+  close_end(&b);
+
+  // 5. The ibv_wr_* API. A QP made without send_ops_flags has no ibv_qp_ex; operations iWARP
+  //    lacks are refused at create. One batch carries a Write of the lower half, an inline Send
+  //    (the caller's buffer is scribbled over right after the call) and a Read of the lower half
+  //    back into the upper half through two SGEs in swapped order; they complete in order.
+  const uint64_t iwarp_ops = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE |
+                             IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_SEND_WITH_INV;
+  struct end_opts wr_api = {.send_ops = iwarp_ops};
+  open_end_opts(&a, argv[1], atoi(argv[2]), wr_api);
+  open_end(&b, argv[3], atoi(argv[4]));
+  if (ibv_qp_to_qp_ex(b.qp)) die("a QP made by ibv_create_qp has an ibv_qp_ex");
+  struct ibv_qp_ex* x = ibv_qp_to_qp_ex(a.qp);
+  if (!x) die("a QP made with send_ops_flags has no ibv_qp_ex");
+  const uint64_t refused_ops[] = {IBV_QP_EX_WITH_SEND_WITH_IMM,
+                                  IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM,
+                                  IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
+                                  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+                                  IBV_QP_EX_WITH_LOCAL_INV,
+                                  IBV_QP_EX_WITH_BIND_MW,
+                                  IBV_QP_EX_WITH_TSO};
+  for (size_t i = 0; i < sizeof(refused_ops) / sizeof(refused_ops[0]); ++i) {
+    struct ibv_qp_init_attr_ex bad = {
+        .send_cq = a.cq,
+        .recv_cq = a.cq,
+        .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
+        .qp_type = IBV_QPT_RC,
+        .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+        .pd = a.pd,
+        .send_ops_flags = iwarp_ops | refused_ops[i]};
+    struct ibv_qp* q = ibv_create_qp_ex(a.ctx, &bad);
+    if (q || errno != EOPNOTSUPP)
+      die("create_qp_ex with send_ops_flags %#llx: %s, want EOPNOTSUPP",
+          (unsigned long long)refused_ops[i], q ? "created" : strerror(errno));
+  }
+  connect_pair(&a, &b);
+  srand(5);
+  for (int i = 0; i < LEN; ++i) a.buf[i] = (uint8_t)rand();
+  uint8_t lower[LEN / 2];
+  memcpy(lower, a.buf, LEN / 2);
+  memset(b.buf, 0, LEN);
+  post_recv_upper(&b, 500);
+  char msg[] = "ibv_wr_send with inline data";
+  struct ibv_sge swapped[2] = {
+      {.addr = (uintptr_t)a.buf + LEN / 2 + LEN / 4, .length = LEN / 4, .lkey = a.mr->lkey},
+      {.addr = (uintptr_t)a.buf + LEN / 2, .length = LEN / 4, .lkey = a.mr->lkey}};
+  ibv_wr_start(x);
+  x->wr_id = 501;
+  x->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_rdma_write(x, b.mr->rkey, (uintptr_t)b.buf);
+  ibv_wr_set_sge(x, a.mr->lkey, (uintptr_t)a.buf, LEN / 2);
+  x->wr_id = 502;
+  ibv_wr_send(x);
+  ibv_wr_set_inline_data(x, msg, sizeof(msg));
+  memset(msg, 'x', sizeof(msg) - 1);  // copied already: this must not reach the wire
+  x->wr_id = 503;
+  ibv_wr_rdma_read(x, b.mr->rkey, (uintptr_t)b.buf);
+  ibv_wr_set_sge_list(x, 2, swapped);
+  int rc = ibv_wr_complete(x);
+  if (rc) die("wr_complete of Write, inline Send, Read: %s", strerror(rc));
+  expect_wc_len(&a, 501, IBV_WC_RDMA_WRITE, 0, "wr_rdma_write");
+  expect_wc_len(&a, 502, IBV_WC_SEND, 0, "wr_send");
+  expect_wc_len(&a, 503, IBV_WC_RDMA_READ, 0, "wr_rdma_read");
+  expect_wc_len(&b, 500, IBV_WC_RECV, sizeof(msg), "inline Send received");
+  if (memcmp(b.buf, lower, LEN / 2)) die("wr_rdma_write: data differs");
+  if (strcmp((const char*)b.buf + LEN / 2, "ibv_wr_send with inline data"))
+    die("wr_set_inline_data: received \"%.40s\"", (const char*)b.buf + LEN / 2);
+  if (memcmp(a.buf + LEN / 2 + LEN / 4, lower, LEN / 4) ||
+      memcmp(a.buf + LEN / 2, lower + LEN / 4, LEN / 4))
+    die("wr_rdma_read with a two-SGE list: data differs or in the wrong SGE");
+  guards_intact(&a, "wr_* batch");
+  guards_intact(&b, "wr_* batch");
+  ok("ibv_wr_*: plain QP has no qp_ex; immediate/atomic/bind/local-inv/TSO refused at create; "
+     "Write + inline Send + two-SGE Read in one batch completed in order, data verified");
+
+  // wr_abort and refused batches post nothing: no completion, and b's next receive gets the
+  // next good Send. Refusals: an operation iWARP lacks, more SGEs than uiw has, a wr_set_*
+  // before any WR, more WRs than the send queue holds (all or nothing).
+  post_recv_upper(&b, 510);
+  ibv_wr_start(x);
+  x->wr_id = 511;
+  ibv_wr_send(x);
+  ibv_wr_set_sge(x, a.mr->lkey, (uintptr_t)a.buf, 64);
+  ibv_wr_abort(x);
+  ibv_wr_start(x);
+  ibv_wr_send_imm(x, 0);
+  ibv_wr_set_sge(x, a.mr->lkey, (uintptr_t)a.buf, 64);
+  refused_batch(ibv_wr_complete(x), EOPNOTSUPP, "wr_send_imm");
+  struct ibv_sge many[17];
+  for (int i = 0; i < 17; ++i)
+    many[i] = (struct ibv_sge){.addr = (uintptr_t)a.buf + i, .length = 1, .lkey = a.mr->lkey};
+  ibv_wr_start(x);
+  ibv_wr_send(x);
+  ibv_wr_set_sge_list(x, 17, many);
+  refused_batch(ibv_wr_complete(x), EINVAL, "17 SGEs");
+  ibv_wr_start(x);
+  ibv_wr_set_sge(x, a.mr->lkey, (uintptr_t)a.buf, 64);
+  ibv_wr_send(x);
+  refused_batch(ibv_wr_complete(x), EINVAL, "wr_set_sge before a WR");
+  ibv_wr_start(x);
+  for (int i = 0; i < 1000; ++i) {
+    x->wr_id = 1000 + i;
+    ibv_wr_rdma_write(x, b.mr->rkey, (uintptr_t)b.buf);
+    ibv_wr_set_sge(x, a.mr->lkey, (uintptr_t)a.buf, 8);
+  }
+  refused_batch(ibv_wr_complete(x), ENOMEM, "1000 WRs on a 16-deep send queue");
+  no_wc(&a, 300, "after wr_abort and refused batches");
+  no_wc(&b, 0, "after wr_abort and refused batches");
+  struct ibv_data_buf parts[2] = {{.addr = "two ", .length = 4}, {.addr = "parts", .length = 6}};
+  ibv_wr_start(x);
+  x->wr_id = 512;
+  ibv_wr_send(x);
+  ibv_wr_set_inline_data_list(x, 2, parts);
+  if ((rc = ibv_wr_complete(x))) die("wr_complete after refusals: %s", strerror(rc));
+  expect_wc_len(&a, 512, IBV_WC_SEND, 0, "Send after refusals");
+  expect_wc_len(&b, 510, IBV_WC_RECV, 10, "the receive left by wr_abort");
+  if (strcmp((const char*)b.buf + LEN / 2, "two parts"))
+    die("wr_set_inline_data_list: received \"%.20s\"", (const char*)b.buf + LEN / 2);
+  guards_intact(&a, "wr_* refusals");
+  guards_intact(&b, "wr_* refusals");
+  ok("ibv_wr_*: wr_abort and refused batches (EOPNOTSUPP, EINVAL x2, ENOMEM) post nothing; "
+     "inline data list sent whole");
   close_end(&a);
   close_end(&b);
   puts("PASS");

@@ -67,17 +67,32 @@ static void guards_intact(const struct end* e, const char* what) {
       die("%s: guard byte %d around the region was overwritten", what, i);
 }
 
-static struct ibv_qp* make_qp(struct end* e, uint32_t depth) {
-  struct ibv_qp_init_attr ia = {
+// send_ops != 0: made by ibv_create_qp_ex with those send_ops_flags (the ibv_wr_* API).
+static struct ibv_qp* make_qp_ex(struct end* e, uint32_t depth, uint64_t send_ops) {
+  struct ibv_qp_init_attr_ex ia = {
       .send_cq = e->cq,
       .recv_cq = e->cq,
       .srq = e->srq,
-      .cap = {.max_send_wr = depth, .max_recv_wr = depth, .max_send_sge = 1, .max_recv_sge = 1},
+      .cap = {.max_send_wr = depth, .max_recv_wr = depth, .max_send_sge = 2, .max_recv_sge = 1},
       .qp_type = IBV_QPT_RC,
+      .comp_mask = IBV_QP_INIT_ATTR_PD,
+      .pd = e->pd,
   };
   if (e->srq) ia.cap.max_recv_wr = ia.cap.max_recv_sge = 0;
-  struct ibv_qp* qp = ibv_create_qp(e->pd, &ia);
-  if (!qp) die("ibv_create_qp: %s", strerror(errno));
+  struct ibv_qp* qp;
+  if (send_ops) {
+    ia.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    ia.send_ops_flags = send_ops;
+    qp = ibv_create_qp_ex(e->ctx, &ia);
+  } else {
+    struct ibv_qp_init_attr plain = {.send_cq = ia.send_cq,
+                                     .recv_cq = ia.recv_cq,
+                                     .srq = ia.srq,
+                                     .cap = ia.cap,
+                                     .qp_type = ia.qp_type};
+    qp = ibv_create_qp(e->pd, &plain);
+  }
+  if (!qp) die("ibv_create_qp%s: %s", send_ops ? "_ex" : "", strerror(errno));
   struct ibv_qp_attr a = {
       .qp_state = IBV_QPS_INIT,
       .port_num = 1,
@@ -87,10 +102,15 @@ static struct ibv_qp* make_qp(struct end* e, uint32_t depth) {
   return qp;
 }
 
+static inline struct ibv_qp* make_qp(struct end* e, uint32_t depth) {
+  return make_qp_ex(e, depth, 0);
+}
+
 struct end_opts {
-  int cq_ex;        // make the CQ with ibv_create_cq_ex (IBV_WC_STANDARD_FLAGS)
-  int cqe;          // CQ size (0: 64)
-  uint32_t srq_wr;  // > 0: the QP receives from an SRQ of this depth
+  int cq_ex;          // make the CQ with ibv_create_cq_ex (IBV_WC_STANDARD_FLAGS)
+  int cqe;            // CQ size (0: 64)
+  uint32_t srq_wr;    // > 0: the QP receives from an SRQ of this depth
+  uint64_t send_ops;  // != 0: ibv_create_qp_ex with these send_ops_flags (ibv_wr_* API)
 };
 
 static void open_end_opts(struct end* e, const char* dev, int gidx, struct end_opts o) {
@@ -120,7 +140,7 @@ static void open_end_opts(struct end* e, const char* dev, int gidx, struct end_o
   e->mr = ibv_reg_mr(e->pd, e->buf, LEN,
                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   if (!e->mr) die("%s: ibv_reg_mr: %s", dev, strerror(errno));
-  e->qp = make_qp(e, 16);
+  e->qp = make_qp_ex(e, 16, o.send_ops);
 }
 
 static void open_end(struct end* e, const char* dev, int gidx) {
