@@ -184,6 +184,8 @@ static int uiw_netdev_event(struct notifier_block *nb, unsigned long event,
 	case NETDEV_CHANGENAME:
 		strscpy(udev->ibdev.iw_ifname, netdev->name,
 			sizeof(udev->ibdev.iw_ifname));
+		if (udev->net_kobj)
+			queue_work(uiw_wq, &udev->rename_work);
 		break;
 	case NETDEV_UNREGISTER:
 		/* Also sent when the netdev moves to another network namespace. */
@@ -240,6 +242,89 @@ static struct notifier_block uiw_inet6addr_nb = {
 	.notifier_call = uiw_inet6addr_event,
 };
 
+/*
+ * The ib_device's parent: /sys/devices/uiw/rnicN, holding net/<ifname> -> the netdev. A NIC's
+ * RDMA device shows its interface as /sys/class/infiniband/DEV/device/net/IFNAME; tools and
+ * rdma-core's tests (tests/base.py) find the interface and its address there. A virtual
+ * netdev (veth, dummy) has no parent device to lend, so uiw makes its own.
+ */
+static struct device *uiw_root;
+
+static void uiw_parent_release(struct device *dev)
+{
+	kfree(dev);
+}
+
+static void uiw_parent_del(struct uiw_dev *udev)
+{
+	if (udev->net_kobj) {
+		if (udev->net_link[0])
+			sysfs_remove_link(udev->net_kobj, udev->net_link);
+		kobject_put(udev->net_kobj);
+		udev->net_kobj = NULL;
+	}
+	if (udev->parent) {
+		device_unregister(udev->parent);
+		udev->parent = NULL;
+	}
+}
+
+static int uiw_net_link(struct uiw_dev *udev)
+{
+	char name[IFNAMSIZ];
+	int rv;
+
+	rtnl_lock();
+	strscpy(name, udev->netdev->name, sizeof(name));
+	rtnl_unlock();
+	if (!strcmp(name, udev->net_link))
+		return 0;
+	if (udev->net_link[0])
+		sysfs_remove_link(udev->net_kobj, udev->net_link);
+	udev->net_link[0] = 0;
+	rv = sysfs_create_link(udev->net_kobj, &udev->netdev->dev.kobj, name);
+	if (!rv)
+		strscpy(udev->net_link, name, sizeof(udev->net_link));
+	return rv;
+}
+
+static void uiw_rename_work(struct work_struct *work)
+{
+	struct uiw_dev *udev = container_of(work, struct uiw_dev, rename_work);
+
+	if (uiw_net_link(udev))
+		dev_warn(udev->parent, "cannot link net/%s\n", udev->netdev->name);
+}
+
+static int uiw_parent_add(struct uiw_dev *udev)
+{
+	struct device *parent;
+	int rv;
+
+	parent = kzalloc(sizeof(*parent), GFP_KERNEL);
+	if (!parent)
+		return -ENOMEM;
+	device_initialize(parent);
+	parent->parent = uiw_root;
+	parent->release = uiw_parent_release;
+	rv = dev_set_name(parent, "rnic%u", udev->vendor_part_id);
+	if (!rv)
+		rv = device_add(parent);
+	if (rv) {
+		put_device(parent);
+		return rv;
+	}
+	udev->parent = parent;
+	udev->net_kobj = kobject_create_and_add("net", &parent->kobj);
+	rv = udev->net_kobj ? uiw_net_link(udev) : -ENOMEM;
+	if (rv) {
+		uiw_parent_del(udev);
+		return rv;
+	}
+	udev->ibdev.dev.parent = parent;
+	return 0;
+}
+
 /* Called by the core when the device is freed (after unregistration or a failed one). */
 static void uiw_dealloc_driver(struct ib_device *ibdev)
 {
@@ -249,6 +334,9 @@ static void uiw_dealloc_driver(struct ib_device *ibdev)
 	list_del_init(&udev->list);
 	spin_unlock_bh(&uiw_devs_lock);
 	cancel_work_sync(&udev->gid_work);
+	cancel_work_sync(&udev->rename_work);
+	/* The ib_device's own sysfs entry is gone by now (device_del before dealloc_driver). */
+	uiw_parent_del(udev);
 
 	uiw_cm_dev_cleanup(udev);
 
@@ -301,6 +389,7 @@ static struct uiw_dev *uiw_dev_alloc(struct net_device *netdev)
 	INIT_LIST_HEAD(&udev->list);
 	INIT_WORK(&udev->unreg_work, uiw_unreg_work);
 	INIT_WORK(&udev->gid_work, uiw_gid_work);
+	INIT_WORK(&udev->rename_work, uiw_rename_work);
 	spin_lock_init(&udev->gid_lock);
 	xa_init_flags(&udev->qp_xa, XA_FLAGS_ALLOC);
 	xa_init_flags(&udev->mr_xa, XA_FLAGS_ALLOC);
@@ -378,7 +467,9 @@ static int uiw_newlink(const char *ibdev_name, struct net_device *netdev)
 		return -ENODEV;
 	}
 
-	rv = ib_device_set_netdev(&udev->ibdev, netdev, 1);
+	rv = uiw_parent_add(udev);
+	if (!rv)
+		rv = ib_device_set_netdev(&udev->ibdev, netdev, 1);
 	if (!rv)
 		rv = ib_register_device(&udev->ibdev, ibdev_name, NULL);
 	if (rv) {
@@ -429,9 +520,14 @@ static int __init uiw_init_module(void)
 	uiw_wq = alloc_workqueue("uiw", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
 	if (!uiw_wq)
 		return -ENOMEM;
+	uiw_root = root_device_register("uiw");
+	if (IS_ERR(uiw_root)) {
+		rv = PTR_ERR(uiw_root);
+		goto out_wq;
+	}
 	rv = uiw_cm_init();
 	if (rv)
-		goto out_wq;
+		goto out_root;
 	rv = register_netdevice_notifier(&uiw_netdev_nb);
 	if (rv)
 		goto out_cm;
@@ -454,6 +550,8 @@ out_netdev:
 	unregister_netdevice_notifier(&uiw_netdev_nb);
 out_cm:
 	uiw_cm_exit();
+out_root:
+	root_device_unregister(uiw_root);
 out_wq:
 	destroy_workqueue(uiw_wq);
 	return rv;
@@ -471,6 +569,7 @@ static void __exit uiw_exit_module(void)
 	unregister_inetaddr_notifier(&uiw_inetaddr_nb);
 	unregister_netdevice_notifier(&uiw_netdev_nb);
 	uiw_cm_exit();
+	root_device_unregister(uiw_root);
 	destroy_workqueue(uiw_wq);
 }
 

@@ -2,7 +2,8 @@
 # needs: uiw
 # uiw.ko device lifecycle (runs inside the test VM): a device goes away with its netdev, a
 # device can sit on lo (GIDs 127.0.0.1 and ::1), unsupported netdev types are refused, kernel
-# ULPs (ib_srpt, rds_rdma) are refused cleanly, the module unloads with devices present and
+# ULPs (ib_srpt, rds_rdma) are refused cleanly, device/net/<ifname> names the netdev (also after
+# a rename), the module unloads with devices present and
 # `rdma link add` loads it again through its rdma-link alias. Restores the topology's uiw
 # devices at the end.
 source "$UIW_ROOT/tests/system/lib.sh"
@@ -14,8 +15,20 @@ ip link add uiwt-dm type dummy
 ip link set uiwt-dm up
 rdma link add uiwt0 type uiw netdev uiwt-dm
 [ -d /sys/class/infiniband/uiwt0 ] || fail "uiwt0 not created"
-ip link del uiwt-dm
+# Its parent device shows the netdev as device/net/<ifname> (where rdma-core's tests look for
+# the interface), and the link follows a rename.
+[ "$(readlink -f /sys/class/infiniband/uiwt0/device/net/uiwt-dm)" = "$(readlink -f /sys/class/net/uiwt-dm)" ] ||
+  fail "uiwt0/device/net: $(ls /sys/class/infiniband/uiwt0/device/net/ 2>&1)"
+ip link set uiwt-dm down
+ip link set uiwt-dm name uiwt-dr
+ip link set uiwt-dr up
+for i in $(seq 1 30); do [ -e /sys/class/infiniband/uiwt0/device/net/uiwt-dr ] && break; sleep 0.1; done
+[ "$(ls /sys/class/infiniband/uiwt0/device/net/)" = uiwt-dr ] ||
+  fail "after a rename uiwt0/device/net holds: $(ls /sys/class/infiniband/uiwt0/device/net/ 2>&1)"
+parent=$(readlink -f /sys/class/infiniband/uiwt0/device)
+ip link del uiwt-dr
 for i in $(seq 1 30); do [ -d /sys/class/infiniband/uiwt0 ] || break; sleep 0.1; done
+[ ! -e "$parent" ] || fail "the parent device $parent survived the device"
 [ ! -d /sys/class/infiniband/uiwt0 ] || fail "uiwt0 survived its netdev"
 
 # lo: zero MAC, so no MAC GID, but the loopback addresses are there.
