@@ -80,6 +80,15 @@ struct uiw_dev {
 
 	u32 vendor_part_id;
 
+	/*
+	 * Parent device /sys/devices/uiw/rnicN with net/<ifname> linking the netdev (uiw_main.c);
+	 * net_link is the link's current name, changed by rename_work.
+	 */
+	struct device *parent;
+	struct kobject *net_kobj;
+	char net_link[IFNAMSIZ];
+	struct work_struct rename_work;
+
 	atomic_t num_uctx;
 	atomic_t num_pd;
 	atomic_t num_cq;
@@ -137,6 +146,8 @@ struct uiw_qp {
 	bool dying;			/* destroy_qp started: no new connection */
 	u32 num_sqe;
 	u32 num_rqe;
+	u32 max_send_sge;	/* as created: the provider refuses WRs with more */
+	u32 max_recv_sge;
 	u32 ird;			/* max_dest_rd_atomic */
 	u32 ord;			/* max_rd_atomic */
 	int access_flags;

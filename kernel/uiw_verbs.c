@@ -9,6 +9,8 @@
  */
 
 #include <linux/eventfd.h>
+#include <linux/mm.h>
+#include <linux/overflow.h>
 #include <linux/pid.h>
 #include <linux/sched.h>
 #include <rdma/ib_user_verbs.h>
@@ -363,6 +365,34 @@ static int uiw_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 
 /* MR: a key allocator. Nothing is pinned; the provider checks every access itself. */
 
+/*
+ * uiw pins nothing (the provider places data through the process's own mappings), but a
+ * registration must still name memory the process has: as a pinning RNIC fails with -EFAULT
+ * on an unmapped range, refuse a range with a hole in it.
+ */
+static int uiw_check_mapped(u64 start, u64 len)
+{
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	u64 addr = start, end;
+	int rv = 0;
+
+	if (check_add_overflow(start, len, &end) ||
+	    !access_ok(u64_to_user_ptr(start), len) || !mm)
+		return -EFAULT;
+	mmap_read_lock(mm);
+	while (addr < end) {
+		vma = find_vma(mm, addr);	/* the first one ending above addr */
+		if (!vma || vma->vm_start > addr) {
+			rv = -EFAULT;
+			break;
+		}
+		addr = vma->vm_end;
+	}
+	mmap_read_unlock(mm);
+	return rv;
+}
+
 static struct ib_mr *uiw_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 len,
 				     u64 iova, int access, struct ib_udata *udata)
 {
@@ -378,6 +408,9 @@ static struct ib_mr *uiw_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 len,
 		return ERR_PTR(-EOPNOTSUPP);
 	if (!len)
 		return ERR_PTR(-EINVAL);
+	rv = uiw_check_mapped(start, len);
+	if (rv)
+		return ERR_PTR(rv);
 	if (!uiw_limit_inc(&udev->num_mr, UIW_MAX_MR))
 		return ERR_PTR(-ENOMEM);
 
@@ -498,6 +531,8 @@ static int uiw_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 	uiw_rtr_qp_init(qp);
 	qp->state = IB_QPS_RESET;
 	qp->num_sqe = cap->max_send_wr;
+	qp->max_send_sge = cap->max_send_sge;
+	qp->max_recv_sge = cap->max_recv_sge;
 	qp->num_rqe = attr->srq ? 0 : cap->max_recv_wr;
 
 	/* Publish last: iw_get_qp() may find the QP as soon as it is in the table. */
@@ -639,8 +674,8 @@ static int uiw_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	uiw_rtr_query(qp, attr);
 	spin_unlock_bh(&qp->lock);
 
-	attr->cap.max_send_sge = UIW_MAX_SGE;
-	attr->cap.max_recv_sge = UIW_MAX_SGE;
+	attr->cap.max_send_sge = qp->max_send_sge;
+	attr->cap.max_recv_sge = qp->max_recv_sge;
 	attr->cap.max_inline_data = UIW_MAX_INLINE;
 
 	init->cap = attr->cap;

@@ -7,7 +7,8 @@
  * Checks, in order (each failure prints "FAIL: <what>" and exits 1):
  *   - the device is an iWARP RNIC and its context comes from libuiw (node type, transport);
  *   - query device / port / GID 0 report uiw's limits, an active port and a non-zero GID;
- *   - PD, MR (lkey == rkey, non-zero), CQ with a completion channel, RC QP create;
+ *   - PD, MR (lkey == rkey, non-zero; unmapped memory refused with EFAULT), CQ with a
+ *     completion channel, RC QP create;
  *   - QP state machine RESET -> INIT -> RTR, ibv_query_qp reporting it;
  *   - a Send and a Receive posted before any connection are accepted (they wait);
  *   - moving the QP to ERR flushes both with IBV_WC_WR_FLUSH_ERR, and the CQ armed for
@@ -16,6 +17,7 @@
  *   - an SRQ: create, query, limit, receives posted to it, a QP on it (whose own post_recv is
  *     refused); its receives are not flushed by that QP's error;
  *   - the UD QP type is refused with EOPNOTSUPP;
+ *   - the PD cannot be deallocated while its MR lives (EBUSY);
  *   - everything is destroyed without error.
  * Prints one "ok: ..." line per passed group and "PASS" at the end.
  */
@@ -149,6 +151,10 @@ int main(int argc, char **argv)
 			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
 	CHECK(mr, "ibv_reg_mr");
 	CHECK(mr->lkey && mr->lkey == mr->rkey, "lkey %#x rkey %#x", mr->lkey, mr->rkey);
+	/* Memory the process does not have cannot be registered, pinned or not. */
+	errno = 0;
+	CHECK(!ibv_reg_mr(pd, (void *)0x1000, 1 << 20, IBV_ACCESS_LOCAL_WRITE) && errno == EFAULT,
+	      "ibv_reg_mr of unmapped memory: errno %d, want EFAULT", errno);
 	ch = ibv_create_comp_channel(ctx);
 	CHECK(ch, "ibv_create_comp_channel");
 	cq = ibv_create_cq(ctx, 16, NULL, ch, 0);
@@ -219,6 +225,8 @@ int main(int argc, char **argv)
 	CHECK(!ibv_destroy_qp(qp), "ibv_destroy_qp");
 	CHECK(!ibv_destroy_cq(cq), "ibv_destroy_cq");
 	CHECK(!ibv_destroy_comp_channel(ch), "ibv_destroy_comp_channel");
+	/* verbs: a PD still in use by an MR cannot be deallocated, and stays usable. */
+	CHECK(ibv_dealloc_pd(pd) == EBUSY, "ibv_dealloc_pd with an MR on it: not EBUSY");
 	CHECK(!ibv_dereg_mr(mr), "ibv_dereg_mr");
 	CHECK(!ibv_dealloc_pd(pd), "ibv_dealloc_pd");
 	CHECK(!ibv_close_device(ctx), "ibv_close_device");
