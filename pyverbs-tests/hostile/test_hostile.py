@@ -217,10 +217,10 @@ class HostileDataTest(HostileBase):
 
     def test_bad_crc(self):
         peer = self.connect()
-        # uiw places payload as it lands and checks the CRC at the end of the FPDU (DESIGN.md,
-        # directed reads): the posted buffer holds the bytes, but the receive never completes.
+        # RFC 5044 §4.4: the CRC is checked first, so an FPDU that fails it places nothing: the
+        # posted buffer stays as it was and the receive never completes.
         self.attack([peer.send(b"x" * 10)], cause(2, 0, T.kMpaCrc), (False, False, False),
-                    bad_crc=True, recv_changed=True, peer=peer)
+                    bad_crc=True, peer=peer)
 
     def test_wrong_ddp_version_untagged(self):
         peer = self.connect()

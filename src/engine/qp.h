@@ -165,7 +165,9 @@ class Qp {
     uint32_t index;  // SQ index for SlotDone::SqEntry
   };
   enum class TxKind : uint8_t { None, Sq, Irq };
-  enum class RxSt : uint8_t { Length, Control, Header, Payload, Trailer, Drain };
+  // With CRCs (RFC 5044 §4.4) an FPDU is first staged whole (Stage, after Length) and replayed
+  // through Control..Trailer only once its CRC matched: nothing is placed before that.
+  enum class RxSt : uint8_t { Length, Stage, Control, Header, Payload, Trailer, Drain };
 
   // qp.cpp: queues, completion, errors
   bool resolve_sgl(const Sge* sges, uint32_t n, uint32_t access, Sgl* out) const;
@@ -195,6 +197,7 @@ class Qp {
   void rx_process_header();
   void rx_begin_payload();
   void rx_finish_fpdu();
+  void rx_finish_stage();
   void rx_deliver();
   void rx_process_marker();
   void rx_fail(wire::TerminateCause cause, bool with_ddp, bool with_rdma);
@@ -276,6 +279,9 @@ class Qp {
   std::array<uint8_t, 4096> rx_discard_{};
   size_t rx_pad_ = 0;
   bool rx_rtr_send_ = false;  // the current message is the peer's zero-length RTR Send
+  // CRC mode: the FPDU after its ULPDU_Length (ULPDU, PAD, CRC), and replaying it from there.
+  std::vector<uint8_t> rx_stage_;
+  bool rx_replay_ = false;
 
   // SCTP mode: DDP-SSN state (RFC 5043 §5.2.1) and messages that arrived ahead of their turn.
   uint16_t sctp_tx_ssn_ = 0, sctp_rx_ssn_ = 0;

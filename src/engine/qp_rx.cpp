@@ -84,8 +84,9 @@ void Qp::rx_to_length() {
 }
 
 bool Qp::rx_directable() const {
-  return rx_st_ == RxSt::Payload && (rx_dest_ == RxDest::Host || rx_dest_ == RxDest::Sgl) &&
-         !rx_in_marker_;
+  if (rx_in_marker_) return false;
+  return rx_st_ == RxSt::Stage ||
+         (rx_st_ == RxSt::Payload && (rx_dest_ == RxDest::Host || rx_dest_ == RxDest::Sgl));
 }
 
 Qp::RxNeed Qp::rx_need() {
@@ -94,7 +95,7 @@ Qp::RxNeed Qp::rx_need() {
   // subsequent incoming DDP Segments"), but reading goes on so the close is seen.
   if (rx_st_ == RxSt::Drain) return rx_last_ = {rx_discard_.data(), rx_discard_.size()};
   size_t to_marker = SIZE_MAX;
-  if (params_.markers_rx) {
+  if (params_.markers_rx && !rx_replay_) {  // a staged FPDU holds no Markers any more
     const size_t mpos = rx_pos_ % wire::kMarkerInterval;
     if (mpos < wire::kMarkerSize) {
       rx_in_marker_ = true;
@@ -109,6 +110,9 @@ Qp::RxNeed Qp::rx_need() {
     case RxSt::Control:
     case RxSt::Header:
       need = {rx_hdr_.data() + rx_got_, rx_want_ - rx_got_};
+      break;
+    case RxSt::Stage:
+      need = {rx_stage_.data() + rx_got_, rx_want_ - rx_got_};
       break;
     case RxSt::Payload: {
       const uint64_t left = rx_payload_len_ - rx_got_;
@@ -174,34 +178,50 @@ void Qp::rx_cancel() {
 void Qp::rx_commit(size_t n) {
   rx_pin_.release();
   if (n == 0) return;
-  stats_.rx_bytes += n;
-  if (rx_st_ == RxSt::Drain) {
-    rx_pos_ += n;
-    return;
-  }
-  if (rx_in_marker_) {
-    rx_pos_ += n;
-    if (rx_pos_ % wire::kMarkerInterval == wire::kMarkerSize) rx_process_marker();
-    return;
-  }
-  if (params_.crc) {
-    if (rx_st_ != RxSt::Trailer) {
-      rx_crc_ = wire::crc32c_update(rx_crc_, rx_last_.dst, n);
-    } else if (rx_got_ < rx_pad_) {
-      // PAD is covered by the CRC, the CRC field is not (RFC 5044 §4.4).
-      rx_crc_ = wire::crc32c_update(rx_crc_, rx_last_.dst, std::min(n, rx_pad_ - rx_got_));
+  if (rx_replay_) {
+    // Bytes of a staged FPDU: counted, CRC-checked and Marker-stripped when they arrived.
+    if (rx_st_ == RxSt::Drain) return;
+  } else {
+    stats_.rx_bytes += n;
+    if (rx_st_ == RxSt::Drain) {
+      rx_pos_ += n;
+      return;
     }
+    if (rx_in_marker_) {
+      rx_pos_ += n;
+      if (rx_pos_ % wire::kMarkerInterval == wire::kMarkerSize) rx_process_marker();
+      return;
+    }
+    if (params_.crc) {
+      // Covered: ULPDU_Length, ULPDU and PAD; not the CRC field itself (RFC 5044 §4.4).
+      size_t covered = n;
+      if (rx_st_ == RxSt::Stage) {
+        const size_t crc_at = rx_want_ - wire::kCrcSize;
+        covered = rx_got_ < crc_at ? std::min(n, crc_at - rx_got_) : 0;
+      }
+      rx_crc_ = wire::crc32c_update(rx_crc_, rx_last_.dst, covered);
+    }
+    if (rx_st_ == RxSt::Length && rx_got_ == 0) rx_fpdu_start_ = rx_pos_;
+    rx_pos_ += n;
   }
-  if (rx_st_ == RxSt::Length && rx_got_ == 0) rx_fpdu_start_ = rx_pos_;
-  rx_pos_ += n;
   rx_got_ += n;
   switch (rx_st_) {
     case RxSt::Length:
       if (rx_got_ == rx_want_) {
         rx_ulpdu_len_ = wire::load_be16(rx_hdr_.data());
-        rx_st_ = RxSt::Control;
-        rx_want_ = wire::kUlpduLengthSize + 2;
+        if (params_.crc) {
+          rx_st_ = RxSt::Stage;
+          rx_got_ = 0;
+          rx_want_ = rx_ulpdu_len_ + wire::fpdu_pad(rx_ulpdu_len_) + wire::kCrcSize;
+          if (rx_stage_.size() < rx_want_) rx_stage_.resize(rx_want_);
+        } else {
+          rx_st_ = RxSt::Control;
+          rx_want_ = wire::kUlpduLengthSize + 2;
+        }
       }
+      break;
+    case RxSt::Stage:
+      if (rx_got_ == rx_want_) rx_finish_stage();
       break;
     case RxSt::Control:
       if (rx_got_ == rx_want_) rx_process_control();
@@ -222,6 +242,32 @@ void Qp::rx_commit(size_t n) {
     case RxSt::Drain:
       break;
   }
+}
+
+// RFC 5044 §4.4: "When an FPDU is received, and CRC checking is enabled, the receiver MUST
+// first" check its CRC; a mismatch makes the FPDU invalid (MPA error 2, an LLP Terminate with
+// no copied headers, RFC 5040 Figure 10). Only a valid FPDU is then parsed and placed, by
+// replaying the staged bytes through the usual states from the DDP control field on.
+void Qp::rx_finish_stage() {
+  const size_t len = rx_want_;
+  if (wire::load_le32(rx_stage_.data() + len - wire::kCrcSize) != wire::crc32c_final(rx_crc_)) {
+    rx_fail({TermLayer::Llp, term::kLlpMpa, term::kMpaCrc}, false, false);
+    return;
+  }
+  rx_replay_ = true;
+  rx_st_ = RxSt::Control;
+  rx_got_ = wire::kUlpduLengthSize;  // rx_hdr_ holds the length already
+  rx_want_ = wire::kUlpduLengthSize + 2;
+  size_t used = 0;
+  while (used < len) {
+    const RxNeed need = rx_need();
+    if (need.len == 0) break;
+    const size_t k = std::min(need.len, len - used);
+    std::memcpy(need.dst, rx_stage_.data() + used, k);
+    rx_commit(k);
+    used += k;
+  }
+  rx_replay_ = false;
 }
 
 // RFC 5044 §4.3: every Marker points back to the length field of the FPDU it sits in, or is 0
@@ -428,15 +474,7 @@ void Qp::rx_begin_payload() {
 }
 
 void Qp::rx_finish_fpdu() {
-  // RFC 5044 §4.4: a CRC mismatch makes the FPDU invalid: MPA error 2, an LLP Terminate with no
-  // copied headers (RFC 5040 Figure 10).
-  if (params_.crc) {
-    const uint32_t got = wire::load_le32(rx_trailer_.data() + rx_pad_);
-    if (got != wire::crc32c_final(rx_crc_)) {
-      rx_fail({TermLayer::Llp, term::kLlpMpa, term::kMpaCrc}, false, false);
-      return;
-    }
-  }
+  // With CRCs the FPDU's CRC matched before it was replayed here (rx_finish_stage).
   ++stats_.rx_fpdus;
   rx_first_seen_ = true;
   tx_hold_ = false;
