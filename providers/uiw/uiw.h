@@ -40,9 +40,15 @@ struct Context;
 // STag table size per context (a slot is 64 bytes, so 16k regions cost 1 MiB).
 inline constexpr uint32_t kMaxRegions = 1u << 14;
 
+// A PD, or a parent domain (ibv_alloc_parent_domain) over one: the parent shares its
+// protection domain's kernel handle and registry PD, so every verb that takes a PD takes
+// either. uiw allocates no memory a device reads, so a parent domain's allocators are accepted
+// and never called; thread domains are not offered.
 struct Pd : ibv_pd {
   Pd() : ibv_pd{} {}
-  uint32_t pd_id = 0;  // memory::Registry PD
+  uint32_t pd_id = 0;           // memory::Registry PD
+  Pd* protection = nullptr;     // set on a parent domain: the PD it was made over
+  std::atomic<int> parents{0};  // parent domains made over this PD (it is busy meanwhile)
 };
 
 struct Mr : verbs_mr {
@@ -68,6 +74,7 @@ struct Cq : ibv_cq_ex {
 
 struct Srq : ibv_srq {
   Srq() : ibv_srq{} {}
+  uint32_t max_sge = 0;  // as created: receives with more are refused
   std::unique_ptr<engine::ReceiveQueue> rq;
 };
 
@@ -82,6 +89,7 @@ struct Qp : verbs_qp {
   Context* ctx = nullptr;  // Unowned.
   uint32_t pd_id = 0;
   uint32_t sq_depth = 0, rq_depth = 0;
+  uint32_t max_send_sge = 0, max_recv_sge = 0;  // as created: WRs with more are refused
   bool sig_all = false;
   std::unique_ptr<engine::ReceiveQueue> own_rq;  // null with an SRQ
   engine::ReceiveQueue* rq = nullptr;            // own_rq or the SRQ's
@@ -107,6 +115,9 @@ struct Qp : verbs_qp {
   };
   std::vector<BatchWr> batch;
   int batch_error = 0;  // the first builder error; wr_complete returns it and posts nothing
+
+  // The other end of this QP's connection is a QP of this same process (uiw_conn.cpp, twins).
+  std::atomic<bool> has_twin{false};
 };
 
 struct Context {
@@ -187,5 +198,13 @@ void qp_event(Qp* qp, engine::QpEvent ev) noexcept;
 // into the socket first, at most timeout_ms.
 void qp_drain(Qp* qp, int timeout_ms) noexcept;
 void qp_abort(Qp* qp) noexcept;  // ERR / RESET: flush, drop the connection
+// Twins: two connected QPs of one process (a loopback pair, as test suites and single-process
+// applications make). After an RDMA Write of qp completes, twin_deliver() runs the peer QP's
+// receive side once, so the Write is placed by the time poll_cq reports it, as on an RC
+// transport whose completion follows the responder's acknowledgement; without it, whether the
+// peer's progress thread had run yet was a race. twin_forget() before the connection goes.
+void twin_deliver(Qp* qp) noexcept;
+inline std::atomic<int> twin_pairs{0};  // paired twins in the process, for a cheap check
+void twin_forget(Qp* qp) noexcept;
 
 }  // namespace uiw::provider

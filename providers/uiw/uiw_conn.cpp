@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <rdma/rdma_user_ioctl.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,7 +18,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <new>
 #include <thread>
+#include <vector>
 
 #include "transport/byte_stream.h"
 #include "transport/sctp_stream.h"
@@ -117,6 +121,45 @@ bool debug_enabled() {
   return on;
 }
 
+// ---- twins: connections of this process whose two ends are both here (uiw.h). An end is
+// known by its socket's local and peer addresses; a twin has them swapped. The registry's
+// mutex is taken before a Connection's, never inside one; a QP leaves it (twin_forget) before
+// its connection is dropped, so a twin found under the mutex has a live connection.
+struct TwinEnd {
+  Qp* qp;
+  sockaddr_storage local, peer;
+  socklen_t local_len, peer_len;
+  Qp* twin;
+};
+
+std::mutex twins_mu;
+std::vector<TwinEnd> twins;  // under twins_mu
+
+bool same_addr(const sockaddr_storage& a, socklen_t alen, const sockaddr_storage& b,
+               socklen_t blen) {
+  return alen == blen && std::memcmp(&a, &b, alen) == 0;
+}
+
+void twin_register(Qp* qp, int fd) {
+  TwinEnd me{qp, {}, {}, sizeof(sockaddr_storage), sizeof(sockaddr_storage), nullptr};
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&me.local), &me.local_len) ||
+      getpeername(fd, reinterpret_cast<sockaddr*>(&me.peer), &me.peer_len))
+    return;
+  std::lock_guard lock(twins_mu);
+  for (TwinEnd& other : twins) {
+    if (other.twin || !same_addr(other.local, other.local_len, me.peer, me.peer_len) ||
+        !same_addr(other.peer, other.peer_len, me.local, me.local_len))
+      continue;
+    other.twin = qp;
+    me.twin = other.qp;
+    other.qp->has_twin = true;
+    qp->has_twin = true;
+    ++twin_pairs;
+    break;
+  }
+  twins.push_back(me);
+}
+
 // Takes the QP's socket if it is ready and starts the engine on it. True when the QP no longer
 // waits (connected, or nothing can come any more). Requires ctx->mu.
 bool attach_socket(Context* ctx, Qp* qp) {
@@ -158,6 +201,11 @@ bool attach_socket(Context* ctx, Qp* qp) {
     std::fprintf(stderr, "uiw: QP %u: socket taken (%s, crc %d, ird %u, ord %u, mulpdu %u)\n",
                  qp->qp.qp_num, (info.flags & UIW_CONN_F_INITIATOR) ? "initiator" : "responder",
                  qp->eqp->params().crc, info.ird, info.ord, qp->eqp->params().mulpdu);
+  try {
+    twin_register(qp, qp->conn->stream().fd());
+  } catch (const std::bad_alloc&) {
+    // Not a twin then: its Writes are placed by the peer's progress thread, a little later.
+  }
   qp->link = Link::Up;
   ctx->progress->add(qp->conn.get());
   return true;
@@ -247,6 +295,32 @@ void qp_abort(Qp* qp) noexcept {
     qp->conn->abort();  // flushes every WR with WrFlushErr
   } else {
     qp->eqp->abort();
+  }
+}
+
+void twin_deliver(Qp* qp) noexcept {
+  try {
+    std::lock_guard lock(twins_mu);
+    auto me =
+        std::find_if(twins.begin(), twins.end(), [qp](const TwinEnd& t) { return t.qp == qp; });
+    if (me == twins.end() || !me->twin || me->twin->link != Link::Up) return;
+    me->twin->conn->progress();
+  } catch (...) {  // a failing lock: the peer's progress thread places it anyway
+  }
+}
+
+void twin_forget(Qp* qp) noexcept {
+  qp->has_twin = false;
+  try {
+    std::lock_guard lock(twins_mu);
+    for (TwinEnd& t : twins) {
+      if (t.twin != qp) continue;
+      t.twin = nullptr;
+      t.qp->has_twin = false;
+      --twin_pairs;
+    }
+    std::erase_if(twins, [qp](const TwinEnd& t) { return t.qp == qp; });
+  } catch (...) {
   }
 }
 

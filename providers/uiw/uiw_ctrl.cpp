@@ -121,8 +121,34 @@ ibv_pd* alloc_pd(ibv_context* ibctx) noexcept {
       [](Pd* pd) { ibv_cmd_dealloc_pd(pd); });
 }
 
+// A parent domain over `attr->pd`; the allocators and pd_context are accepted (uiw has no
+// buffers for them to place), a thread domain is refused (uiw offers none).
+ibv_pd* alloc_parent_domain(ibv_context* ibctx, ibv_parent_domain_init_attr* attr) noexcept {
+  const uint32_t known =
+      IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+  if (!attr->pd || attr->pd->context != ibctx || (attr->comp_mask & ~known))
+    return errno = EINVAL, nullptr;
+  if (attr->td) return errno = EOPNOTSUPP, nullptr;
+  Pd* protection = to_pd(attr->pd);
+  if (protection->protection) return errno = EINVAL, nullptr;  // not over another parent
+  auto* parent = new (std::nothrow) Pd;
+  if (!parent) return errno = ENOMEM, nullptr;
+  parent->context = ibctx;
+  parent->handle = protection->handle;
+  parent->pd_id = protection->pd_id;
+  parent->protection = protection;
+  ++protection->parents;
+  return parent;
+}
+
 int dealloc_pd(ibv_pd* ibpd) noexcept {
   Pd* pd = to_pd(ibpd);
+  if (pd->protection) {
+    --pd->protection->parents;
+    delete pd;
+    return 0;
+  }
+  if (pd->parents > 0) return EBUSY;
   // The kernel refuses (EBUSY) while MRs or QPs use the PD, so the local PD is then free too.
   if (const int rc = ibv_cmd_dealloc_pd(pd)) return rc;
   to_ctx(pd->context)->registry.dealloc_pd(pd->pd_id);
@@ -197,13 +223,17 @@ ibv_cq* create_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int ve
 
 // ibv_create_cq_ex: the same CQ plus the start/next/end_poll and read_* functions. libibverbs
 // calls the provider directly here, so the provider initialises what ibv_create_cq would.
-// Refused: wc_flags beyond kCqExWcFlags (timestamps, VLAN, flow tag: nothing to report),
-// parent domains, and flags other than single-threaded (a hint uiw may ignore).
+// Refused: wc_flags beyond kCqExWcFlags (timestamps, VLAN, flow tag: nothing to report) and
+// flags other than single-threaded (a hint uiw may ignore). A parent domain is accepted.
 ibv_cq_ex* create_cq_ex(ibv_context* ibctx, ibv_cq_init_attr_ex* attr) noexcept {
   const uint32_t known = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;
   if (attr->comp_mask & ~known) return errno = EINVAL, nullptr;
-  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) || (attr->wc_flags & ~kCqExWcFlags))
-    return errno = EOPNOTSUPP, nullptr;
+  if (attr->wc_flags & ~kCqExWcFlags) return errno = EOPNOTSUPP, nullptr;
+  // verbs: the PD of a CQ must be a parent domain (its allocators would serve the CQ's buffer).
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+      (!attr->parent_domain || attr->parent_domain->context != ibctx ||
+       !to_pd(attr->parent_domain)->protection))
+    return errno = EINVAL, nullptr;
   if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
       (attr->flags & ~static_cast<uint32_t>(IBV_CREATE_CQ_ATTR_SINGLE_THREADED)))
     return errno = EOPNOTSUPP, nullptr;
@@ -255,6 +285,7 @@ ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init) noexcept {
         return ibv_cmd_create_srq(ibpd, srq, init, &cmd, sizeof(cmd), resp.ibv(), sizeof(resp));
       },
       [&](Srq* srq) {
+        srq->max_sge = init->attr.max_sge;
         srq->rq = std::make_unique<engine::ReceiveQueue>(std::max(resp.drv.num_rqe, 1u), true);
         if (init->attr.srq_limit) arm_srq_limit(srq, init->attr.srq_limit);
         return 0;
@@ -323,6 +354,8 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr) noexcept {
         qp->sq_depth = resp.drv.num_sqe;
         qp->rq_depth = resp.drv.num_rqe;
         qp->sig_all = attr->sq_sig_all != 0;
+        qp->max_send_sge = attr->cap.max_send_sge;
+        qp->max_recv_sge = attr->cap.max_recv_sge;
         qp->scq = to_cq(attr->send_cq)->cq.get();
         qp->rcq = to_cq(attr->recv_cq)->cq.get();
         if (attr->srq) qp->rq = to_srq(attr->srq)->rq.get();
@@ -404,6 +437,7 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
       qp_abort(qp);
       // A fresh engine QP; it waits for a new connection like a new one. Busy pollers must not
       // see the old connection go away under them: detach from the CQs meanwhile.
+      twin_forget(qp);
       std::lock_guard lock(qp->ctx->mu);
       cq_detach(to_cq(qp->qp.send_cq), qp);
       cq_detach(to_cq(qp->qp.recv_cq), qp);
@@ -469,6 +503,7 @@ int destroy_qp(ibv_qp* ibqp) noexcept {
     w.erase(std::remove(w.begin(), w.end(), qp), w.end());
   }
   qp->local_close = true;
+  twin_forget(qp);
   // Engine first, so no completion of this QP reaches its CQs after destroy returns.
   cq_detach(to_cq(qp->qp.send_cq), qp);
   cq_detach(to_cq(qp->qp.recv_cq), qp);
@@ -485,6 +520,7 @@ int destroy_qp(ibv_qp* ibqp) noexcept {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 const verbs_context_ops kContextOps = {
+    .alloc_parent_domain = alloc_parent_domain,
     .alloc_pd = alloc_pd,
     .create_cq = create_cq,
     .create_cq_ex = create_cq_ex,

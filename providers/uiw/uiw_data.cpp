@@ -59,12 +59,13 @@ void copy_sges(const ibv_sge* in, int n, engine::Sge* out) {
   for (int i = 0; i < n; ++i) out[i] = {in[i].addr, in[i].length, in[i].lkey};
 }
 
-// 0 or EINVAL (unsupported opcode, too many SGEs).
-int to_engine(const ibv_send_wr& wr, bool sig_all, engine::SendWr* out) {
+// 0 or EINVAL (unsupported opcode, more SGEs than the QP was created with).
+int to_engine(const ibv_send_wr& wr, const Qp& qp, engine::SendWr* out) {
   const int op =
       static_cast<unsigned>(wr.opcode) < kMapSendOpcode.size() ? kMapSendOpcode[wr.opcode] : kNoOp;
-  if (op == kNoOp || wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > engine::kMaxSge)
+  if (op == kNoOp || wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > qp.max_send_sge)
     return EINVAL;
+  const bool sig_all = qp.sig_all;
   out->wr_id = wr.wr_id;
   out->opcode = static_cast<WrOpcode>(op);
   out->flags = map_send_flags(wr.send_flags, sig_all);
@@ -78,8 +79,8 @@ int to_engine(const ibv_send_wr& wr, bool sig_all, engine::SendWr* out) {
   return 0;
 }
 
-int to_engine(const ibv_recv_wr& wr, engine::RecvWr* out) {
-  if (wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > engine::kMaxSge) return EINVAL;
+int to_engine(const ibv_recv_wr& wr, uint32_t max_sge, engine::RecvWr* out) {
+  if (wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > max_sge) return EINVAL;
   out->wr_id = wr.wr_id;
   out->num_sge = static_cast<uint32_t>(wr.num_sge);
   copy_sges(wr.sg_list, wr.num_sge, out->sg_list);
@@ -140,7 +141,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
     std::lock_guard lock(qp->mu);
     for (; wr; wr = wr->next) {
       engine::SendWr ew;
-      rc = to_engine(*wr, qp->sig_all, &ew);
+      rc = to_engine(*wr, *qp, &ew);
       if (!rc) rc = -with_engine(qp, [&](engine::Qp& e) { return e.post_send(ew); });
       if (rc) {
         *bad_wr = wr;
@@ -159,7 +160,7 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
   std::lock_guard lock(qp->mu);
   for (; wr; wr = wr->next) {
     engine::RecvWr ew;
-    int rc = to_engine(*wr, &ew);
+    int rc = to_engine(*wr, qp->max_recv_sge, &ew);
     if (!rc) rc = -with_engine(qp, [&](engine::Qp& e) { return e.post_recv(ew); });
     if (rc) {
       *bad_wr = wr;
@@ -173,7 +174,7 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcep
   Srq* srq = to_srq(ibsrq);
   for (; wr; wr = wr->next) {
     engine::RecvWr ew;
-    int rc = to_engine(*wr, &ew);
+    int rc = to_engine(*wr, srq->max_sge, &ew);
     if (!rc) rc = -srq->rq->post(ew);
     if (rc) {
       *bad_wr = wr;
@@ -193,6 +194,27 @@ void cq_detach(Cq* cq, Qp* qp) noexcept {
   cq->qps.erase(std::remove(cq->qps.begin(), cq->qps.end(), qp), cq->qps.end());
 }
 
+namespace {
+
+// An RDMA Write of a QP whose peer lives in this process completed: place it there now
+// (twin_deliver, uiw.h), before the application sees the completion.
+void deliver_to_twins(Cq* cq, const engine::Completion* c, size_t n) {
+  if (twin_pairs.load(std::memory_order_relaxed) == 0) return;
+  for (size_t i = 0; i < n; ++i) {
+    if (c[i].opcode != WcOpcode::RdmaWrite || c[i].status != WcStatus::Success) continue;
+    Qp* twin_of = nullptr;
+    {
+      std::lock_guard lock(cq->qps_mu);
+      for (Qp* qp : cq->qps)
+        if (qp->qp.qp_num == c[i].qp_num && qp->has_twin) twin_of = qp;
+    }
+    // Not under qps_mu: twin_deliver takes the twins registry, which destroy_qp takes first.
+    if (twin_of) twin_deliver(twin_of);
+  }
+}
+
+}  // namespace
+
 int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
   Cq* cq = to_cq(ibcq);
   std::array<engine::Completion, 32> buf;
@@ -201,6 +223,7 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
   while (total < num_entries) {
     const size_t want = std::min<size_t>(buf.size(), static_cast<size_t>(num_entries - total));
     const size_t got = cq->cq->poll({buf.data(), want});
+    deliver_to_twins(cq, buf.data(), got);
     for (size_t i = 0; i < got; ++i) to_wc(buf[i], &wc[total + i]);
     total += static_cast<int>(got);
     if (got == want) continue;
@@ -387,6 +410,7 @@ void qpx_wr_rdma_read(ibv_qp_ex* x, uint32_t rkey, uint64_t remote_addr) {
 }
 
 void qpx_wr_set_sge(ibv_qp_ex* x, uint32_t lkey, uint64_t addr, uint32_t length) {
+  if (to_qp(x)->max_send_sge < 1) return batch_fail(to_qp(x), EINVAL);
   if (Qp::BatchWr* b = batch_last(x)) {
     b->wr.num_sge = 1;
     b->wr.sg_list[0] = {addr, length, lkey};
@@ -396,7 +420,7 @@ void qpx_wr_set_sge(ibv_qp_ex* x, uint32_t lkey, uint64_t addr, uint32_t length)
 void qpx_wr_set_sge_list(ibv_qp_ex* x, size_t num_sge, const ibv_sge* sg_list) {
   Qp::BatchWr* b = batch_last(x);
   if (!b) return;
-  if (num_sge > engine::kMaxSge) return batch_fail(to_qp(x), EINVAL);
+  if (num_sge > to_qp(x)->max_send_sge) return batch_fail(to_qp(x), EINVAL);
   b->wr.num_sge = static_cast<uint32_t>(num_sge);
   copy_sges(sg_list, static_cast<int>(num_sge), b->wr.sg_list);
   b->inline_len = 0;

@@ -6,7 +6,9 @@
 //  - IBV_EVENT_SRQ_LIMIT_REACHED when an armed SRQ drops below its limit, exactly once;
 //  - IBV_EVENT_CQ_ERR when completions overrun a CQ, exactly once;
 //  - the ibv_wr_* post-send API (ibv_create_qp_ex with send_ops_flags): a batch of Write,
-//    inline Send and two-SGE Read, wr_abort, and the errors wr_complete owes (nothing posted).
+//    inline Send and two-SGE Read, wr_abort, and the errors wr_complete owes (nothing posted);
+//  - a parent domain (ibv_alloc_parent_domain) standing in for its PD: MR, CQ (create_cq_ex
+//    with the parent domain) and QP on it carry traffic; its PD is busy while it lives.
 //
 //   uiw_ext_check DEV_A GIDX_A DEV_B GIDX_B
 //
@@ -363,6 +365,54 @@ int main(int argc, char** argv) {
   guards_intact(&b, "wr_* refusals");
   ok("ibv_wr_*: wr_abort and refused batches (EOPNOTSUPP, EINVAL x2, ENOMEM) post nothing; "
      "inline data list sent whole");
+  close_end(&a);
+  close_end(&b);
+
+  // 6. Parent domain: the MR, the extended CQ and the QP of end a are made on a parent domain
+  //    over a's PD; traffic both ways is verified; a's PD cannot go while the parent lives.
+  open_end(&a, argv[1], atoi(argv[2]));
+  open_end(&b, argv[3], atoi(argv[4]));
+  ibv_destroy_qp(a.qp);
+  ibv_dereg_mr(a.mr);
+  ibv_destroy_cq(a.cq);
+  struct ibv_parent_domain_init_attr pda = {.pd = a.pd};
+  struct ibv_pd* parent = ibv_alloc_parent_domain(a.ctx, &pda);
+  if (!parent) die("ibv_alloc_parent_domain: %s", strerror(errno));
+  struct ibv_cq_init_attr_ex pcq = {.cqe = 16,
+                                    .wc_flags = IBV_WC_STANDARD_FLAGS,
+                                    .comp_mask = IBV_CQ_INIT_ATTR_MASK_PD,
+                                    .parent_domain = parent};
+  a.cqx = ibv_create_cq_ex(a.ctx, &pcq);
+  if (!a.cqx) die("create_cq_ex on a parent domain: %s", strerror(errno));
+  a.cq = ibv_cq_ex_to_cq(a.cqx);
+  pcq.parent_domain = a.pd;  // a plain PD is not a parent domain
+  if (ibv_create_cq_ex(a.ctx, &pcq) || errno != EINVAL)
+    die("create_cq_ex with a plain PD as its parent domain not refused with EINVAL");
+  struct ibv_pd* own_pd = a.pd;
+  a.pd = parent;
+  a.mr = ibv_reg_mr(parent, a.buf, LEN,
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  if (!a.mr) die("ibv_reg_mr on a parent domain: %s", strerror(errno));
+  a.qp = make_qp(&a, 16);
+  if (a.qp->pd != parent || a.mr->pd != parent) die("QP / MR do not name the parent domain");
+  connect_pair(&a, &b);
+  send_recv(&a, &b, 600, 11, "Send from a parent domain QP");
+  send_recv(&b, &a, 610, 12, "Send to a parent domain QP");
+  fill(&b, 13);
+  if (post_send(&b, 620, IBV_WR_RDMA_WRITE, &a, a.mr->rkey)) die("post Write");
+  expect_wc(&b, 620, IBV_WC_SUCCESS, "Write into a parent domain MR");
+  if (post_send(&b, 621, IBV_WR_RDMA_READ, &a, a.mr->rkey)) die("post Read");
+  expect_wc(&b, 621, IBV_WC_SUCCESS, "Read of a parent domain MR");
+  same(&a, &b, "Write then Read through a parent domain MR");
+  if (ibv_dealloc_pd(own_pd) != EBUSY) die("dealloc of a PD under a parent domain: not EBUSY");
+  ibv_destroy_qp(a.qp);
+  a.qp = NULL;
+  ibv_dereg_mr(a.mr);
+  a.mr = NULL;
+  if (ibv_dealloc_pd(parent)) die("ibv_dealloc_pd(parent domain): %s", strerror(errno));
+  a.pd = own_pd;
+  ok("parent domain: MR, create_cq_ex and QP on it carry Send/Write/Read, data verified; its PD "
+     "is busy meanwhile");
   close_end(&a);
   close_end(&b);
   puts("PASS");
