@@ -26,6 +26,10 @@ def main():
     conn = listener.get_request()
     if mode == "reject":
         conn.reject()
+        # librdmacm acks the connect request only when its id goes (rdma_reject does not), and
+        # destroying the listener waits for that ack: the request's id must go first.
+        conn.close()
+        listener.close()
         print("ok", flush=True)
         return
     if mode == "echo":
@@ -62,6 +66,8 @@ def main():
         conn.post_send(msg2, 0, 64)
         conn.get_send_comp()
     conn.disconnect()
+    conn.close()
+    listener.close()
     print("ok", flush=True)
 
 

@@ -39,8 +39,14 @@ class CmTest(TimeLimit):
         self.srv = subprocess.Popen([sys.executable, os.path.join(HERE, "cm_server.py"),
                                      SRV_ADDR, str(self.port), *args], stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True)
-        line = self.srv.stdout.readline()
-        self.assertEqual(line.strip(), "listening", line + self.srv.stdout.read())
+        # Lines before "listening" (library warnings on the merged stderr) are kept for the
+        # failure message; EOF means the server died first.
+        seen = []
+        for line in self.srv.stdout:
+            if line.strip() == "listening":
+                return
+            seen.append(line)
+        self.fail("cm_server.py exited before listening:\n" + "".join(seen))
 
     def server_result(self):
         out, _ = self.srv.communicate(timeout=120)
@@ -111,6 +117,18 @@ class CmTest(TimeLimit):
         self.assertEqual(c.get_recv_comp().status, e.IBV_WC_SUCCESS)
         self.assertEqual(msg.read(64, 0), data[:64], "the server's region lacks our Write")
         self.server_result()
+        c.close()
+
+    def test_send_beyond_its_mr_is_a_local_protection_error(self):
+        # An SGE running past the end of its MR: the WR completes with a local protection
+        # error (the engine checks local bounds when the WR is posted) and the QP fails.
+        self.start_server("echo", "1", "64")
+        c = self.client()
+        mr = c.reg_msgs(64)
+        c.connect(ConnParam())
+        c.post_send(mr, 0, 128)
+        wc = c.get_send_comp()
+        self.assertEqual(wc.status, e.IBV_WC_LOC_PROT_ERR)
         c.close()
 
     def test_reject(self):

@@ -107,26 +107,14 @@ class PdMrTest(UiwBase):
             MR(self.pd, 4096, e.IBV_ACCESS_LOCAL_WRITE | (1 << 30))
 
     def test_mr_unmapped_address(self):
-        # Registering memory the process does not have must fail (nothing to pin).
-        with self.assertRaises(PyverbsRDMAError):
-            MR(self.pd, 1 << 20, e.IBV_ACCESS_LOCAL_WRITE, address=0x1000)
-
-    def test_mr_bounds_local(self):
-        mr = MR(self.pd, 64, e.IBV_ACCESS_LOCAL_WRITE)
-        mr.write(b"x" * 64, 64)
-        self.assertEqual(mr.read(64, 0), b"x" * 64)
-        with self.assertRaises(PyverbsError):
-            mr.write(b"y" * 65, 65)
-
-    def test_pd_busy(self):
-        # A PD with an MR on it cannot be deallocated (EBUSY); uiw must not free it.
-        pd = PD(self.ctx)
-        mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
+        # Registering memory the process does not have fails as on a pinning RNIC (uiw.ko
+        # checks the range is mapped; it pins nothing).
         with self.assertRaises(PyverbsRDMAError) as cm:
-            pd.close()
-        self.assertEqual(cm.exception.error_code, errno.EBUSY)
-        mr.close()
-        pd.close()
+            MR(self.pd, 1 << 20, e.IBV_ACCESS_LOCAL_WRITE, address=0x1000)
+        self.assertEqual(cm.exception.error_code, errno.EFAULT)
+
+    # A PD in use (EBUSY) is checked in C (providers/uiw/tests/uiw_verbs_check.c): pyverbs'
+    # PD.close() closes the PD's MRs and QPs first, so it cannot show it.
 
 
 class CqTest(UiwBase):
@@ -198,9 +186,9 @@ class QpStateTest(UiwBase):
     def to(self, qp, state, mask=e.IBV_QP_STATE, **kw):
         qp.modify(QPAttr(qp_state=state, **kw), mask)
 
-    def test_create_reports_reset_or_init(self):
+    def test_create_reports_idle(self):
         qp = self.new_qp()
-        self.assertIn(self.state(qp), (e.IBV_QPS_RESET, e.IBV_QPS_INIT))
+        self.assertEqual(self.state(qp), self.IDLE)
         self.assertGreater(qp.qp_num, 0)
 
     def test_reset_init_rtr(self):
@@ -211,13 +199,17 @@ class QpStateTest(UiwBase):
         attr, init = qp.query(e.IBV_QP_CAP)
         self.assertGreaterEqual((attr.cap.max_send_wr, attr.cap.max_recv_wr), (4, 4))
 
+    # iWARP has one Idle state for RESET and INIT (RDMAC verbs): a QP reset to RESET reports
+    # INIT, as siw's does and as rdma-core's test_qp expects of IBV_NODE_RNIC devices.
+    IDLE = e.IBV_QPS_INIT
+
     def test_illegal_transitions_refused(self):
         qp = self.new_qp()
         self.to(qp, e.IBV_QPS_RESET)
         for bad in (e.IBV_QPS_RTS, e.IBV_QPS_SQD, e.IBV_QPS_SQE):
             with self.assertRaises(PyverbsRDMAError, msg=f"RESET -> {bad} accepted"):
                 self.to(qp, bad)
-            self.assertEqual(self.state(qp), e.IBV_QPS_RESET)
+            self.assertEqual(self.state(qp), self.IDLE)
         qp.to_init(QPAttr())
         with self.assertRaises(PyverbsRDMAError, msg="INIT -> RTS accepted"):
             self.to(qp, e.IBV_QPS_RTS)
@@ -230,16 +222,21 @@ class QpStateTest(UiwBase):
         with self.assertRaises(PyverbsRDMAError, msg="ERR -> RTS accepted"):
             self.to(qp, e.IBV_QPS_RTS)
         self.to(qp, e.IBV_QPS_RESET)
-        self.assertEqual(self.state(qp), e.IBV_QPS_RESET)
+        self.assertEqual(self.state(qp), self.IDLE)
         qp.to_init(QPAttr())
         self.assertEqual(self.state(qp), e.IBV_QPS_INIT)
 
-    def test_post_recv_in_reset_refused(self):
+    def test_post_recv_in_idle_flushed_on_err(self):
+        # Receives may be posted in Idle (RDMAC verbs; siw alike), before any connection; the
+        # QP's error flushes them.
         qp = self.new_qp()
         self.to(qp, e.IBV_QPS_RESET)
         mr = MR(self.pd, 64, e.IBV_ACCESS_LOCAL_WRITE)
-        with self.assertRaises(PyverbsRDMAError):
-            qp.post_recv(RecvWR(wr_id=1, num_sge=1, sg=[SGE(mr.buf, 64, mr.lkey)]))
+        qp.post_recv(RecvWR(wr_id=7, num_sge=1, sg=[SGE(mr.buf, 64, mr.lkey)]))
+        self.to(qp, e.IBV_QPS_ERR)
+        n, wcs = self.cq.poll(4)
+        self.assertEqual(n, 1)
+        self.assertEqual((wcs[0].wr_id, wcs[0].status), (7, e.IBV_WC_WR_FLUSH_ERR))
 
     def test_too_many_sges_refused(self):
         qp = self.new_qp()

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # needs: uiw
-# quarantine: no complete run yet (the one VM run stopped without output)
 # timeout: 900
 # uiw's own pyverbs suite (pyverbs-tests/suite): control path on uiw0 (device, port, GID, PD, MR,
 # CQ, QP state machine, SRQ) and rdma_cm flows over pyverbs CMID between uiw1 and uiw0.
