@@ -116,8 +116,9 @@ struct Qp : verbs_qp {
   std::vector<BatchWr> batch;
   int batch_error = 0;  // the first builder error; wr_complete returns it and posts nothing
 
-  // The other end of this QP's connection is a QP of this same process (uiw_conn.cpp, twins).
-  std::atomic<bool> has_twin{false};
+  // The peer of this QP's connection is at an address of this host, so it may be a QP of this
+  // same process, a twin (uiw_conn.cpp).
+  std::atomic<bool> local_peer{false};
 };
 
 struct Context {
@@ -199,12 +200,16 @@ void qp_event(Qp* qp, engine::QpEvent ev) noexcept;
 void qp_drain(Qp* qp, int timeout_ms) noexcept;
 void qp_abort(Qp* qp) noexcept;  // ERR / RESET: flush, drop the connection
 // Twins: two connected QPs of one process (a loopback pair, as test suites and single-process
-// applications make). After an RDMA Write of qp completes, twin_deliver() runs the peer QP's
-// receive side once, so the Write is placed by the time poll_cq reports it, as on an RC
-// transport whose completion follows the responder's acknowledgement; without it, whether the
-// peer's progress thread had run yet was a race. twin_forget() before the connection goes.
+// applications make). When an RDMA Write of qp completes, twin_deliver() runs the peer QP's
+// receive side until it has consumed every byte qp sent, so the Write is placed by the time
+// poll_cq reports it, as on an RC transport whose completion follows the responder's
+// acknowledgement; without it, whether the peer's threads had run yet was a race.
+// twin_forget() before the connection goes.
 void twin_deliver(Qp* qp) noexcept;
-inline std::atomic<int> twin_pairs{0};  // paired twins in the process, for a cheap check
+inline std::atomic<int> local_peer_qps{0};  // QPs with local_peer set, for a cheap check
 void twin_forget(Qp* qp) noexcept;
+// Every context of the process, so a twin whose socket is not picked up yet can be (uiw_conn).
+void context_register(Context* ctx) noexcept;
+void context_unregister(Context* ctx) noexcept;
 
 }  // namespace uiw::provider

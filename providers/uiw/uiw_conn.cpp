@@ -6,8 +6,11 @@
 // eventfd. The readiness thread then asks for the socket of every QP still waiting
 // (UIW_METHOD_QP_TAKE_SOCKET: fd + negotiated parameters), starts the engine on it and gives
 // the connection to the progress thread. Sends posted before that wait in the engine's queue.
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <rdma/rdma_user_ioctl.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,6 +23,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -122,9 +126,10 @@ bool debug_enabled() {
 }
 
 // ---- twins: connections of this process whose two ends are both here (uiw.h). An end is
-// known by its socket's local and peer addresses; a twin has them swapped. The registry's
-// mutex is taken before a Connection's, never inside one; a QP leaves it (twin_forget) before
-// its connection is dropped, so a twin found under the mutex has a live connection.
+// known by its socket's local and peer addresses; a twin has them swapped. Only connections to
+// an address of this host are registered. Lock order: contexts_mu, Context::mu, twins_mu, a
+// Connection's mutex. A QP leaves the registry (twin_forget) before its connection is dropped,
+// so a twin found under twins_mu has a live connection.
 struct TwinEnd {
   Qp* qp;
   sockaddr_storage local, peer;
@@ -135,15 +140,50 @@ struct TwinEnd {
 std::mutex twins_mu;
 std::vector<TwinEnd> twins;  // under twins_mu
 
+std::mutex contexts_mu;
+std::vector<Context*> contexts;  // under contexts_mu
+
 bool same_addr(const sockaddr_storage& a, socklen_t alen, const sockaddr_storage& b,
                socklen_t blen) {
   return alen == blen && std::memcmp(&a, &b, alen) == 0;
 }
 
+// The IP address of a, without the port.
+std::span<const uint8_t> ip_of(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(a);
+    return {reinterpret_cast<const uint8_t*>(&in.sin_addr), sizeof(in.sin_addr)};
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
+    return {reinterpret_cast<const uint8_t*>(&in6.sin6_addr), sizeof(in6.sin6_addr)};
+  }
+  return {};
+}
+
+bool same_ip(const sockaddr_storage& a, const sockaddr* b) {
+  if (!b || a.ss_family != b->sa_family) return false;
+  sockaddr_storage bs{};
+  std::memcpy(&bs, b, a.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
+  const auto x = ip_of(a), y = ip_of(bs);
+  return !x.empty() && x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin());
+}
+
+// Whether the peer address is one of this host's.
+bool peer_is_local(const TwinEnd& e) {
+  if (same_ip(e.peer, reinterpret_cast<const sockaddr*>(&e.local))) return true;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list)) return false;
+  bool local = false;
+  for (const ifaddrs* i = list; i && !local; i = i->ifa_next) local = same_ip(e.peer, i->ifa_addr);
+  freeifaddrs(list);
+  return local;
+}
+
 void twin_register(Qp* qp, int fd) {
   TwinEnd me{qp, {}, {}, sizeof(sockaddr_storage), sizeof(sockaddr_storage), nullptr};
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&me.local), &me.local_len) ||
-      getpeername(fd, reinterpret_cast<sockaddr*>(&me.peer), &me.peer_len))
+      getpeername(fd, reinterpret_cast<sockaddr*>(&me.peer), &me.peer_len) || !peer_is_local(me))
     return;
   std::lock_guard lock(twins_mu);
   for (TwinEnd& other : twins) {
@@ -152,12 +192,11 @@ void twin_register(Qp* qp, int fd) {
       continue;
     other.twin = qp;
     me.twin = other.qp;
-    other.qp->has_twin = true;
-    qp->has_twin = true;
-    ++twin_pairs;
     break;
   }
   twins.push_back(me);
+  qp->local_peer = true;
+  ++local_peer_qps;
 }
 
 // Takes the QP's socket if it is ready and starts the engine on it. True when the QP no longer
@@ -298,28 +337,80 @@ void qp_abort(Qp* qp) noexcept {
   }
 }
 
+namespace {
+
+// Runs the twin's receive side until it has consumed every byte `from` has sent (a TCP stream
+// carries the same octets both ways: the engines count them alike), at most 200 ms.
+// Requires twins_mu.
+void place_at_twin(Qp* from, Qp* twin) {
+  uint64_t sent;
+  bool tcp;
+  {
+    std::lock_guard lock(from->conn->mu());
+    sent = from->eqp->stats().tx_bytes;
+    tcp = from->eqp->params().llp != engine::Llp::Sctp;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  for (;;) {
+    twin->conn->progress();
+    if (!tcp) return;  // one pass: SCTP records are counted differently on the two sides
+    {
+      std::lock_guard lock(twin->conn->mu());
+      if (twin->eqp->stats().rx_bytes >= sent) return;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return;
+    sched_yield();  // the bytes are on their way through the loopback device
+  }
+}
+
+}  // namespace
+
 void twin_deliver(Qp* qp) noexcept {
   try {
-    std::lock_guard lock(twins_mu);
-    auto me =
-        std::find_if(twins.begin(), twins.end(), [qp](const TwinEnd& t) { return t.qp == qp; });
-    if (me == twins.end() || !me->twin || me->twin->link != Link::Up) return;
-    me->twin->conn->progress();
-  } catch (...) {  // a failing lock: the peer's progress thread places it anyway
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      {
+        std::lock_guard lock(twins_mu);
+        auto me =
+            std::find_if(twins.begin(), twins.end(), [qp](const TwinEnd& t) { return t.qp == qp; });
+        if (me == twins.end()) return;
+        if (me->twin && me->twin->link == Link::Up) return place_at_twin(qp, me->twin);
+      }
+      if (attempt) return;
+      // No twin yet: its context may not have picked up its socket (the readiness thread has
+      // not run yet). Pick up every context's waiting sockets now and look again.
+      std::lock_guard clock(contexts_mu);
+      for (Context* ctx : contexts) {
+        std::lock_guard lock(ctx->mu);
+        ctx->pick_up_sockets();
+      }
+    }
+  } catch (...) {  // a failing lock: the peer's own threads place it a little later
   }
 }
 
 void twin_forget(Qp* qp) noexcept {
-  qp->has_twin = false;
+  if (qp->local_peer.exchange(false)) --local_peer_qps;
   try {
     std::lock_guard lock(twins_mu);
-    for (TwinEnd& t : twins) {
-      if (t.twin != qp) continue;
-      t.twin = nullptr;
-      t.qp->has_twin = false;
-      --twin_pairs;
-    }
+    for (TwinEnd& t : twins)
+      if (t.twin == qp) t.twin = nullptr;
     std::erase_if(twins, [qp](const TwinEnd& t) { return t.qp == qp; });
+  } catch (...) {
+  }
+}
+
+void context_register(Context* ctx) noexcept {
+  try {
+    std::lock_guard lock(contexts_mu);
+    contexts.push_back(ctx);
+  } catch (...) {  // only twins that are slow to connect miss it
+  }
+}
+
+void context_unregister(Context* ctx) noexcept {
+  try {
+    std::lock_guard lock(contexts_mu);
+    std::erase(contexts, ctx);
   } catch (...) {
   }
 }

@@ -76,6 +76,7 @@ void uninit_device(verbs_device* dev) noexcept {
 
 void free_context(ibv_context* ibctx) noexcept {
   auto* shell = reinterpret_cast<uiw_context*>(verbs_get_ctx(ibctx));
+  context_unregister(shell->impl);
   delete shell->impl;
   verbs_uninit_context(&shell->vctx);
   std::free(shell);
@@ -587,6 +588,7 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) noexcept {
                    std::strerror(erc));
   }
   verbs_set_ops(&shell->vctx, &kContextOps);
+  context_register(ctx);
   return &shell->vctx;
 }
 

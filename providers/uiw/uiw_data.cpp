@@ -199,14 +199,14 @@ namespace {
 // An RDMA Write of a QP whose peer lives in this process completed: place it there now
 // (twin_deliver, uiw.h), before the application sees the completion.
 void deliver_to_twins(Cq* cq, const engine::Completion* c, size_t n) {
-  if (twin_pairs.load(std::memory_order_relaxed) == 0) return;
+  if (local_peer_qps.load(std::memory_order_relaxed) == 0) return;
   for (size_t i = 0; i < n; ++i) {
     if (c[i].opcode != WcOpcode::RdmaWrite || c[i].status != WcStatus::Success) continue;
     Qp* twin_of = nullptr;
     {
       std::lock_guard lock(cq->qps_mu);
       for (Qp* qp : cq->qps)
-        if (qp->qp.qp_num == c[i].qp_num && qp->has_twin) twin_of = qp;
+        if (qp->qp.qp_num == c[i].qp_num && qp->local_peer) twin_of = qp;
     }
     // Not under qps_mu: twin_deliver takes the twins registry, which destroy_qp takes first.
     if (twin_of) twin_deliver(twin_of);
