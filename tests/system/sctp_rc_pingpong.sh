@@ -46,15 +46,16 @@ pp() {
 sctp_mode
 # SCTP associations to rtr_port while a pingpong runs (the kernel's, so `ss` lists them).
 ss_sctp_before=$(sctp_stat SctpActiveEstabs)
+# TCP sockets on rtr_port now (earlier tests' TIME-WAITs): only new ones count below.
+rtr_tcp() { ss -Htan "( sport = :$rtr_port or dport = :$rtr_port )" | awk '{print $4, $5}' | sort; }
+rtr_tcp_before=$(rtr_tcp)
 PP_MIN_CHUNKS=1000 pp default 18701 "$UIW0_DEV" "$UIW1_DEV" "$UIW0_ADDR"
 expect default-server "remote address: .*GID ::ffff:$UIW1_ADDR" "server saw the wrong peer GID"
 [ "$(sctp_stat SctpActiveEstabs)" -gt "$ss_sctp_before" ] ||
   fail "no SCTP association was established for connect-on-RTR"
 # No TCP connection to the connect-on-RTR port was ever accepted in SCTP mode.
-if ss -Htan "( sport = :$rtr_port or dport = :$rtr_port )" | grep -q .; then
-  ss -Htan "( sport = :$rtr_port or dport = :$rtr_port )"
-  fail "a TCP connection to rtr_port $rtr_port exists in SCTP mode"
-fi
+new_tcp=$(comm -13 <(echo "$rtr_tcp_before") <(rtr_tcp) | grep . || true)
+[ -z "$new_tcp" ] || fail "a TCP connection to rtr_port $rtr_port was made in SCTP mode: $new_tcp"
 PP_MIN_CHUNKS=300 pp size1 18702 "$UIW0_DEV" "$UIW1_DEV" "$UIW0_ADDR" -s 1 -n 300
 # 64 KiB messages: two DDP segments (unordered chunks) each at the loopback path MTU.
 PP_MIN_CHUNKS=400 pp size64k 18703 "$UIW0_DEV" "$UIW1_DEV" "$UIW0_ADDR" -s 65536 -n 100
