@@ -14,7 +14,8 @@
  *
  * MODE: data (default: exchange test bytes, then disconnect), reject (server), hold (stay
  * connected until killed), peek (print the first 2 bytes the peer sent, the ULPDU_Length of
- * its first FPDU, then exit without disconnecting), info (exit right after the hand-off).
+ * its first FPDU, then exit without disconnecting), info (exit right after the hand-off),
+ * wait (after the hand-off, send nothing and stay until killed).
  *
  * Output lines are "key: value" for the test script; exit status 0 = the flow completed.
  * Build: gcc -O2 -Wall -I kernel-abi -o uiw_cm_probe kernel/tests/uiw_cm_probe.c
@@ -433,6 +434,11 @@ static void take_and_check(struct verbs *v, const char *out, const char *in)
 		printf("take-again: EALREADY\n");
 	if (!strcmp(mode, "info"))
 		exit(0);
+	if (!strcmp(mode, "wait")) {	/* silent until killed: the peer goes first */
+		printf("waiting\n");
+		fflush(stdout);
+		pause();
+	}
 	if (!strcmp(mode, "peek")) {
 		unsigned char len[2];
 		struct pollfd p = { .fd = sfd, .events = POLLIN };

@@ -23,11 +23,19 @@ expect srv '^event: 4 status 0 ' "no CONNECT_REQUEST from siw"
 expect srv '^info: flags 0x2 .* rev 2 rtr 0 ' "siw initiator: enhanced, no peer-to-peer"
 expect srv '^first-ulpdu-length: 34$' "the stream does not start at siw's first FPDU"
 
-# uiw -> siw
+# uiw -> siw. The probe sends no RTR, so siw's passive side never reports ESTABLISHED to iw_cm;
+# if our side closed first, siw would report CLOSE for that never-established connection and
+# iw_cm BUG()s (drivers/infiniband/core/iwcm.c cm_close_handler, siw_cm.c PEER_CLOSE in
+# RDMA mode). So the siw side goes first: rping is killed, then the probe.
 start_bg rpings timeout 60 rping -s -a "$SIW0_ADDR" -p 7702 -C 1
 wait_cm_listen 7702
-run_fg cli 60 ./probe client "$UIW1_DEV" "$UIW1_ADDR" "$SIW0_ADDR" 7702 info
+start_bg cli timeout 60 ./probe client "$UIW1_DEV" "$UIW1_ADDR" "$SIW0_ADDR" 7702 wait
+for i in $(seq 1 300); do grep -q '^waiting$' cli.log 2>/dev/null && break; sleep 0.1; done
+grep -q '^waiting$' cli.log || { show cli; fail "the probe did not connect to siw"; }
 kill "${BG_PID[rpings]}" 2>/dev/null || true
+wait "${BG_PID[rpings]}" 2>/dev/null || true
+kill "${BG_PID[cli]}" 2>/dev/null || true
+wait "${BG_PID[cli]}" 2>/dev/null || true
 expect cli '^event: 9 status 0 ' "siw did not accept"
 expect cli '^info: flags 0xe .* rev 2 rtr 1 ' "siw responder: enhanced, peer-to-peer, Write RTR"
 
