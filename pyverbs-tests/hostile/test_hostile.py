@@ -21,6 +21,7 @@ T = w.term
 IBV_QPS_ERR = 6
 IBV_WC_SUCCESS = 0
 IBV_WC_WR_FLUSH_ERR = 5
+IBV_WC_LOC_LEN_ERR = 1
 IBV_WC_RECV = 128
 
 
@@ -84,15 +85,18 @@ class HostileBase(unittest.TestCase):
         for r in ("r0", "r1", "r2", "r3") + (("recv",) if recv_too else ()):
             self.assertEqual(rep.region_changed(r), (0, -1), f"{r} changed\n{rep}")
 
-    def assert_errored(self, rep, successes=0):
-        """The server's QP ends in ERR; its receives complete only by flushing."""
+    def assert_errored(self, rep, successes=0, len_errors=0):
+        """The server's QP ends in ERR; its receives complete only by flushing, except one a
+        message did not fit (IBV_WC_LOC_LEN_ERR, len_errors)."""
         self.assertEqual(rep.qp_states()[-1], IBV_QPS_ERR, rep)
         wcs = rep.wcs()
         self.assertEqual(sum(1 for c in wcs if c[1] == IBV_WC_SUCCESS), successes, rep)
-        self.assertTrue(all(c[1] in (IBV_WC_SUCCESS, IBV_WC_WR_FLUSH_ERR) for c in wcs), rep)
+        self.assertEqual(sum(1 for c in wcs if c[1] == IBV_WC_LOC_LEN_ERR), len_errors, rep)
+        self.assertTrue(all(c[1] in (IBV_WC_SUCCESS, IBV_WC_WR_FLUSH_ERR, IBV_WC_LOC_LEN_ERR)
+                            for c in wcs), rep)
 
     def attack(self, ulpdus, expect, flags, bad=None, bad_crc=False, recv_changed=False,
-               successes=0, peer=None):
+               successes=0, peer=None, len_errors=0):
         """Sends ulpdus (the last, or `bad`, is the offending one) and checks the Terminate."""
         peer = peer or self.connect()
         for i, u in enumerate(ulpdus):
@@ -115,7 +119,7 @@ class HostileBase(unittest.TestCase):
         self.assertTrue(eof, "uiw did not close the connection after its Terminate")
         rep = self.finish(peer)
         self.assert_untouched(rep, recv_too=not recv_changed)
-        self.assert_errored(rep, successes)
+        self.assert_errored(rep, successes, len_errors)
         return rep
 
 
@@ -297,12 +301,12 @@ class HostileDataTest(HostileBase):
         # 1024-octet receive buffers (uiw_hostile_server RECV_LEN).
         peer = self.connect()
         self.attack([peer.send(b"L" * 1500)], cause(1, 2, T.kDdpTooLong), (True, True, False),
-                    peer=peer)
+                    peer=peer, len_errors=1)
 
     def test_send_mo_out_of_range(self):
         peer = self.connect()
         self.attack([peer.send(b"m" * 8, mo=5000)], cause(1, 2, T.kDdpInvalidMo),
-                    (True, True, False), peer=peer)
+                    (True, True, False), peer=peer, len_errors=1)
 
     def test_length_overflow_across_segments(self):
         # Two segments of one message whose sum exceeds the 1024-octet buffer: the second one
@@ -311,7 +315,7 @@ class HostileDataTest(HostileBase):
         first = peer.send(b"1" * 600, msn=1, last=False)
         second = peer.send(b"2" * 600, msn=1, mo=600)
         self.attack([first, second], cause(1, 2, T.kDdpTooLong), (True, True, False),
-                    recv_changed=True, peer=peer)
+                    recv_changed=True, peer=peer, len_errors=1)
 
     def test_msn_out_of_range(self):
         peer = self.connect()

@@ -229,6 +229,18 @@ void Qp::complete_sq() {
 
 // Everything not yet complete is completed with WrFlushErr, in order (RDMAP §5.4: "Completes in
 // error all ULP Operations that have not been provided to the DDP layer"; RFC 5041 §6.2.2).
+// The receive WR a partly received Send is landing in (if any) completes with `status`.
+void Qp::complete_active_recv(WcStatus status) {
+  if (!rx_send_active_) return;
+  Completion c{};
+  c.wr_id = rx_send_wr_.wr_id;
+  c.status = status;
+  c.opcode = WcOpcode::Recv;
+  c.qp_num = cfg_.qp_num;
+  push_cqe(cfg_.recv_cq, c);
+  rx_send_active_ = false;
+}
+
 void Qp::flush_all() {
   for (uint32_t i = sq_head_; i != sq_tail_; ++i) {
     SqEntry& e = sq_at(i);
@@ -241,15 +253,7 @@ void Qp::flush_all() {
   orq_count_ = 0;
   irq_count_ = 0;
   tx_kind_ = TxKind::None;
-  if (rx_send_active_) {
-    Completion c{};
-    c.wr_id = rx_send_wr_.wr_id;
-    c.status = WcStatus::WrFlushErr;
-    c.opcode = WcOpcode::Recv;
-    c.qp_num = cfg_.qp_num;
-    push_cqe(cfg_.recv_cq, c);
-    rx_send_active_ = false;
-  }
+  complete_active_recv(WcStatus::WrFlushErr);
   // An SRQ's WRs belong to the SRQ and survive the QP.
   if (!cfg_.rq->shared()) {
     for (const RecvWr& wr : cfg_.rq->drain()) {

@@ -201,6 +201,7 @@ class Qp {
   void rx_deliver();
   void rx_process_marker();
   void rx_fail(wire::TerminateCause cause, bool with_ddp, bool with_rdma);
+  void complete_active_recv(WcStatus status);
   bool rx_check_tagged(uint32_t required, uint64_t payload_len);
   void rx_to_length();
 

@@ -423,12 +423,16 @@ void Qp::rx_begin_payload() {
           return;
         }
       }
-      // RFC 5041 §7.1 untagged checks 3-4.
+      // RFC 5041 §7.1 untagged checks 3-4. The message does not fit the posted receive: the
+      // receive ends with a local length error (as a verbs receive that is too small does; siw
+      // alike) rather than a flush, so the application can tell why.
       if (rx_seg_.mo > rx_send_sgl_.total) {
+        complete_active_recv(WcStatus::LocLenErr);
         rx_fail(untagged(term::kDdpInvalidMo), true, false);
         return;
       }
       if (rx_seg_.mo + rx_payload_len_ > rx_send_sgl_.total) {
+        complete_active_recv(WcStatus::LocLenErr);
         rx_fail(untagged(term::kDdpTooLong), true, false);
         return;
       }
