@@ -23,19 +23,24 @@ expect srv '^event: 4 status 0 ' "no CONNECT_REQUEST from siw"
 expect srv '^info: flags 0x2 .* rev 2 rtr 0 ' "siw initiator: enhanced, no peer-to-peer"
 expect srv '^first-ulpdu-length: 34$' "the stream does not start at siw's first FPDU"
 
-# uiw -> siw. The probe sends no RTR, so siw's passive side never reports ESTABLISHED to iw_cm;
-# if our side closed first, siw would report CLOSE for that never-established connection and
-# iw_cm BUG()s (drivers/infiniband/core/iwcm.c cm_close_handler, siw_cm.c PEER_CLOSE in
-# RDMA mode). So the siw side goes first: rping is killed, then the probe.
-start_bg rpings timeout 60 rping -s -a "$SIW0_ADDR" -p 7702 -C 1
+# uiw -> siw. siw answers with peer-to-peer mode and a Write RTR, and its passive cm_id stays in
+# iw_cm's CONN_RECV until that RTR arrives; any close before it (ours, or siw destroying its QP
+# when rping exits) makes siw report CLOSE for a never-established connection, and iw_cm
+# BUG()s (drivers/infiniband/core/iwcm.c cm_close_handler; siw_cm.c PEER_CLOSE and CLOSE_LLP in
+# RDMA mode: seen in CI with rping killed first). So the probe sends the zero-length Write RTR
+# a provider would send (RFC 6581), siw reports ESTABLISHED, and then either side may close.
+start_bg rpings timeout 60 stdbuf -oL rping -s -d -a "$SIW0_ADDR" -p 7702 -C 1
 wait_cm_listen 7702
-start_bg cli timeout 60 ./probe client "$UIW1_DEV" "$UIW1_ADDR" "$SIW0_ADDR" 7702 wait
-for i in $(seq 1 300); do grep -q '^waiting$' cli.log 2>/dev/null && break; sleep 0.1; done
-grep -q '^waiting$' cli.log || { show cli; fail "the probe did not connect to siw"; }
-kill "${BG_PID[rpings]}" 2>/dev/null || true
-wait "${BG_PID[rpings]}" 2>/dev/null || true
+start_bg cli timeout 60 ./probe client "$UIW1_DEV" "$UIW1_ADDR" "$SIW0_ADDR" 7702 rtr
+for i in $(seq 1 300); do grep -q '^rtr-sent$' cli.log 2>/dev/null && break; sleep 0.1; done
+grep -q '^rtr-sent$' cli.log || { show cli; fail "the probe did not connect to siw"; }
+# siw has taken the RTR when rping's server sees the connection established (rping -d).
+for i in $(seq 1 200); do grep -q 'RDMA_CM_EVENT_ESTABLISHED' rpings.log && break; sleep 0.1; done
+grep -q 'RDMA_CM_EVENT_ESTABLISHED' rpings.log || { show rpings; fail "siw did not take uiw's Write RTR"; }
 kill "${BG_PID[cli]}" 2>/dev/null || true
 wait "${BG_PID[cli]}" 2>/dev/null || true
+kill "${BG_PID[rpings]}" 2>/dev/null || true
+wait "${BG_PID[rpings]}" 2>/dev/null || true
 expect cli '^event: 9 status 0 ' "siw did not accept"
 expect cli '^info: flags 0xe .* rev 2 rtr 1 ' "siw responder: enhanced, peer-to-peer, Write RTR"
 
