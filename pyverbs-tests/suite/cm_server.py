@@ -34,17 +34,19 @@ def main():
         return
     if mode == "echo":
         n, size = int(sys.argv[4]), int(sys.argv[5])
-        mr = conn.reg_msgs(size)
-        conn.post_recv(mr, size)
+        # Two buffers: the next receive is posted before the echo goes out, because the peer
+        # sends its next message as soon as it has the echo and iWARP has no RNR retry (a Send
+        # that finds no receive ends the connection, RFC 5041 §7.1).
+        mrs = [conn.reg_msgs(size), conn.reg_msgs(size)]
+        conn.post_recv(mrs[0], size)
         conn.accept(ConnParam())
         for i in range(n):
             wc = conn.get_recv_comp()
             assert wc.status == e.IBV_WC_SUCCESS and wc.byte_len == size, (wc.status, wc.byte_len)
-            data = mr.read(size, 0)
-            conn.post_send(mr, 0, size)
-            conn.get_send_comp()
             if i + 1 < n:
-                conn.post_recv(mr, size)
+                conn.post_recv(mrs[(i + 1) % 2], size)
+            conn.post_send(mrs[i % 2], 0, size)
+            conn.get_send_comp()
     elif mode == "rdma":
         size = int(sys.argv[4])
         wregion = conn.reg_write(size)
