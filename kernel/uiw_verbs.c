@@ -48,7 +48,17 @@ static int uiw_query_device(struct ib_device *ibdev, struct ib_device_attr *attr
 	attr->vendor_part_id = to_udev(ibdev)->vendor_part_id;
 	attr->max_qp = UIW_MAX_QP;
 	attr->max_qp_wr = UIW_MAX_QP_WR;
-	attr->kernel_cap_flags = IBK_ALLOW_USER_UNREG;
+	/*
+	 * On-demand paging: uiw pins nothing (a registration records keys) and the provider
+	 * reaches registered memory through the process's own page tables, faulting pages in as
+	 * any access does, so every uiw MR behaves as an ODP MR does. Explicit ODP MRs are offered
+	 * for RC; implicit ones (the whole address space) are not (uiw_reg_user_mr).
+	 */
+	attr->kernel_cap_flags = IBK_ALLOW_USER_UNREG | IBK_ON_DEMAND_PAGING;
+	attr->odp_caps.general_caps = IB_ODP_SUPPORT;
+	attr->odp_caps.per_transport_caps.rc_odp_caps =
+		IB_ODP_SUPPORT_SEND | IB_ODP_SUPPORT_RECV | IB_ODP_SUPPORT_WRITE |
+		IB_ODP_SUPPORT_READ | IB_ODP_SUPPORT_SRQ_RECV;
 	attr->max_send_sge = UIW_MAX_SGE;
 	attr->max_recv_sge = UIW_MAX_SGE;
 	attr->max_sge_rd = UIW_MAX_SGE_RD;
@@ -368,7 +378,9 @@ static int uiw_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 /*
  * uiw pins nothing (the provider places data through the process's own mappings), but a
  * registration must still name memory the process has: as a pinning RNIC fails with -EFAULT
- * on an unmapped range, refuse a range with a hole in it.
+ * on an unmapped range, refuse a range with a hole in it. ODP registrations (explicit) are
+ * checked the same way: the provider writes into them with CPU stores, so a range the process
+ * does not have would fault in the provider rather than fail a verb.
  */
 static int uiw_check_mapped(u64 start, u64 len)
 {
@@ -404,7 +416,8 @@ static struct ib_mr *uiw_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 len,
 
 	if (!udata)
 		return ERR_PTR(-EOPNOTSUPP);
-	if (access & IB_ACCESS_ON_DEMAND)
+	/* Implicit ODP (start 0, length U64_MAX) is not offered (general_caps has no IMPLICIT). */
+	if ((access & IB_ACCESS_ON_DEMAND) && !start && len == U64_MAX)
 		return ERR_PTR(-EOPNOTSUPP);
 	if (!len)
 		return ERR_PTR(-EINVAL);

@@ -2,6 +2,7 @@
 // object is created in the kernel first (ibv_cmd_*: uiw.ko hands out handles, QPNs and STags),
 // then its engine half is built; destruction runs the other way round.
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -194,6 +195,55 @@ int dereg_mr(verbs_mr* vmr) noexcept {
   ctx->registry.deregister(mr->stag);
   if (const int rc = ibv_cmd_dereg_mr(vmr)) return rc;
   delete mr;
+  return 0;
+}
+
+// ibv_advise_mr. uiw pins nothing, so every MR is on-demand (the ODP caps uiw.ko reports):
+// a prefetch faults the SGEs' pages in now, through the process's own page tables, instead of
+// at the first placement (MADV_POPULATE_WRITE / _READ, Linux 5.14; older kernels get
+// MADV_WILLNEED). PREFETCH_NO_FAULT maps only pages already present, which a CPU access needs no
+// help for: the SGEs are checked and nothing else is done. Every SGE must name a range of an
+// MR of this PD (for PREFETCH_WRITE one with local write), as for a work request: EINVAL
+// otherwise. IBV_ADVISE_MR_FLAG_FLUSH (wait for the prefetch) is what uiw always does.
+int advise_mr(ibv_pd* ibpd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list,
+              uint32_t num_sge) noexcept {
+  if ((flags & ~static_cast<uint32_t>(IBV_ADVISE_MR_FLAG_FLUSH)) || !num_sge || !sg_list)
+    return EINVAL;
+  int madv;
+  uint32_t need = 0;
+  switch (advice) {
+    case IBV_ADVISE_MR_ADVICE_PREFETCH:
+      madv = MADV_POPULATE_READ;
+      break;
+    case IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE:
+      madv = MADV_POPULATE_WRITE;
+      need = memory::kLocalWrite;
+      break;
+    case IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT:
+      madv = -1;
+      break;
+    default:
+      return EOPNOTSUPP;
+  }
+  Context* ctx = to_ctx(ibpd->context);
+  const uint32_t pd = to_pd(ibpd)->pd_id;
+  for (uint32_t i = 0; i < num_sge; ++i)
+    if (ctx->registry.check(sg_list[i].lkey, pd, 0, need, sg_list[i].addr, sg_list[i].length)
+            .result != memory::AccessResult::Ok)
+      return EINVAL;
+  if (madv < 0) return 0;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    if (!sg_list[i].length) continue;
+    const uintptr_t start = sg_list[i].addr & ~(page - 1);
+    const size_t len = sg_list[i].addr + sg_list[i].length - start;
+    if (madvise(reinterpret_cast<void*>(start), len, madv) == 0) continue;
+    // EINVAL: a kernel before 5.14 (no MADV_POPULATE_*); WILLNEED is the weaker hint it has,
+    // and a hint may be declined. Anything else (ENOMEM, EFAULT: the range is no longer
+    // mapped as the MR needs) is the caller's to know.
+    if (errno != EINVAL) return errno;
+    (void)madvise(reinterpret_cast<void*>(start), len, MADV_WILLNEED);
+  }
   return 0;
 }
 
@@ -521,6 +571,7 @@ int destroy_qp(ibv_qp* ibqp) noexcept {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 const verbs_context_ops kContextOps = {
+    .advise_mr = advise_mr,
     .alloc_parent_domain = alloc_parent_domain,
     .alloc_pd = alloc_pd,
     .create_cq = create_cq,

@@ -296,6 +296,31 @@ class TrafficTest(PairTest):
         self.assertEqual(victim.read(64), bytes([GUARD_BYTE]) * 64)
         self.assertTrue(victim.guards_intact())
 
+    def test_on_demand_regions(self):
+        # ODP MRs (IBV_ACCESS_ON_DEMAND) carry every operation; B's is prefetched for writing
+        # (ibv_advise_mr), A's is not.
+        oa = Region(self.a.pd, 65536, REMOTE | e.IBV_ACCESS_ON_DEMAND)
+        ob = Region(self.b.pd, 65536, REMOTE | e.IBV_ACCESS_ON_DEMAND)
+        self.b.pd.advise_mr(e._IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, e._IBV_ADVISE_MR_FLAG_FLUSH,
+                            [ob.sge(65536)])
+        data = pattern(12, 65536)
+        oa.write(data)
+        self.b.post_recv(1, [ob.sge(65536)])
+        self.a.post_send(2, e.IBV_WR_SEND, [oa.sge(65536)])
+        self.expect_wc(self.a, 2, e.IBV_WC_SUCCESS, "Send from an ODP MR")
+        self.expect_wc(self.b, 1, e.IBV_WC_SUCCESS, "Receive into an ODP MR", byte_len=65536)
+        self.assertEqual(ob.read(65536), data)
+        oa.write(data[::-1])
+        self.a.post_send(3, e.IBV_WR_RDMA_WRITE, [oa.sge(65536)], remote=(ob.mr.rkey, ob.addr))
+        self.a.post_send(4, e.IBV_WR_RDMA_READ, [oa.sge(4096, 8192)],
+                         remote=(ob.mr.rkey, ob.addr + 100))
+        self.expect_wc(self.a, 3, e.IBV_WC_SUCCESS, "Write into an ODP MR")
+        self.expect_wc(self.a, 4, e.IBV_WC_SUCCESS, "Read from an ODP MR")
+        # The Read was answered after the Write was placed (RFC 5040 §5.5).
+        self.assertEqual(ob.read(65536), data[::-1])
+        self.assertEqual(oa.read(4096, 8192), data[::-1][100:4196])
+        self.assertTrue(oa.guards_intact() and ob.guards_intact())
+
     def test_solicited_event(self):
         # A CQ armed for solicited completions only fires for the Send with Solicited Event
         # (RFC 5040 §6.4), not for the plain Send before it.

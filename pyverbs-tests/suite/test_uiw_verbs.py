@@ -113,6 +113,37 @@ class PdMrTest(UiwBase):
             MR(self.pd, 1 << 20, e.IBV_ACCESS_LOCAL_WRITE, address=0x1000)
         self.assertEqual(cm.exception.error_code, errno.EFAULT)
 
+    def test_on_demand_paging(self):
+        # uiw pins nothing, so its MRs are on-demand: explicit ODP for RC is reported and
+        # accepted, implicit ODP (the whole address space) is not offered.
+        caps = self.ctx.query_device_ex().odp_caps
+        self.assertTrue(caps.general_caps & e.IBV_ODP_SUPPORT)
+        self.assertFalse(caps.general_caps & e.IBV_ODP_SUPPORT_IMPLICIT)
+        for bit in (e.IBV_ODP_SUPPORT_SEND, e.IBV_ODP_SUPPORT_RECV, e.IBV_ODP_SUPPORT_WRITE,
+                    e.IBV_ODP_SUPPORT_READ, e.IBV_ODP_SUPPORT_SRQ_RECV):
+            self.assertTrue(caps.rc_odp_caps & bit, f"rc_odp_caps lacks {bit:#x}")
+        self.assertFalse(caps.rc_odp_caps & e.IBV_ODP_SUPPORT_ATOMIC)
+        self.assertEqual(caps.ud_odp_caps, 0)
+        mr = MR(self.pd, 3 * 4096, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_ON_DEMAND)
+        with self.assertRaises(PyverbsRDMAError) as cm:
+            MR(self.pd, 0, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_ON_DEMAND, implicit=True)
+        self.assertEqual(cm.exception.error_code, errno.EOPNOTSUPP)
+        # ibv_advise_mr: prefetch (read, write, no-fault) of SGEs inside the MR; an SGE with an
+        # unknown lkey or past the MR's end is refused with EINVAL.
+        for advice in (e._IBV_ADVISE_MR_ADVICE_PREFETCH, e._IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+                       e._IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT):
+            self.pd.advise_mr(advice, e._IBV_ADVISE_MR_FLAG_FLUSH,
+                              [SGE(mr.buf, 4096, mr.lkey), SGE(mr.buf + 8192, 100, mr.lkey)])
+        for bad in (SGE(mr.buf, 4096, mr.lkey ^ 0x5A), SGE(mr.buf + 8192, 4097, mr.lkey)):
+            with self.assertRaises(PyverbsRDMAError) as cm:
+                self.pd.advise_mr(e._IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0, [bad])
+            self.assertEqual(cm.exception.error_code, errno.EINVAL)
+        ro = MR(self.pd, 4096, e.IBV_ACCESS_ON_DEMAND)  # no local write
+        with self.assertRaises(PyverbsRDMAError) as cm:
+            self.pd.advise_mr(e._IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0, [SGE(ro.buf, 64, ro.lkey)])
+        self.assertEqual(cm.exception.error_code, errno.EINVAL)
+        self.pd.advise_mr(e._IBV_ADVISE_MR_ADVICE_PREFETCH, 0, [SGE(ro.buf, 64, ro.lkey)])
+
     # A PD in use (EBUSY) is checked in C (providers/uiw/tests/uiw_verbs_check.c): pyverbs'
     # PD.close() closes the PD's MRs and QPs first, so it cannot show it.
 
