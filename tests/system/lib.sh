@@ -116,3 +116,17 @@ perftest_run() {
     perftest_bw $side "$size" "$iters" >/dev/null
   done
 }
+
+# unittest_counts LOG: sets ran, ok, failed, errors, skipped and summary from unittest's own
+# summary ("Ran N tests", "OK (skipped=S)" / "FAILED (failures=F, errors=E, skipped=S)"): what
+# a test or a library prints can split a test's "... ok" line, the summary cannot be split.
+unittest_counts() {
+  local f
+  ran=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in .*/\1/p' "$1" | tail -n1)
+  summary=$(grep -aE '^(OK|FAILED)( |$)' "$1" | tail -n1 || true)
+  for f in failures errors skipped; do
+    printf -v "$f" '%s' "$(sed -n "s/.*$f=\([0-9]*\).*/\1/p" <<<"$summary")"
+  done
+  failed=${failures:-0} errors=${errors:-0} skipped=${skipped:-0}
+  ok=$((${ran:-0} - failed - errors - skipped))
+}

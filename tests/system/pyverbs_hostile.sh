@@ -18,6 +18,6 @@ timeout -k 5 850 /usr/bin/python3 -m unittest -v ${PYVERBS_HOSTILE_TESTS:-test_h
   >hostile.log 2>&1 || rc=$?
 grep -E " \.\.\. " hostile.log || true
 /usr/bin/python3 "$UIW_ROOT/pyverbs-tests/summarize.py" hostile.log 600 || true
-n_ok=$(grep -cE ' \.\.\. ok$' hostile.log || true)
-log "hostile-peer cases passed: $n_ok"
+unittest_counts hostile.log
+log "hostile-peer cases passed: $ok of ${ran:-?} (${summary:-no summary})"
 [ "$rc" = 0 ] || fail "hostile-peer tests failed (rc $rc)"

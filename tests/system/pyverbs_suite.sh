@@ -13,6 +13,6 @@ timeout -k 5 850 /usr/bin/python3 -m unittest -v ${PYVERBS_SUITE_TESTS:-test_uiw
   >suite.log 2>&1 || rc=$?
 grep -E " \.\.\. " suite.log || true
 /usr/bin/python3 "$UIW_ROOT/pyverbs-tests/summarize.py" suite.log 600 || true
-log "uiw pyverbs suite: $(grep -E '^Ran [0-9]+ tests' suite.log || echo 'no summary')," \
-  "ok $(grep -cE ' \.\.\. ok$' suite.log || true)"
+unittest_counts suite.log
+log "uiw pyverbs suite: ran ${ran:-?}, ok $ok (${summary:-no summary})"
 [ "$rc" = 0 ] || fail "uiw pyverbs suite failed (rc $rc)"

@@ -31,12 +31,7 @@ PYTHONDONTWRITEBYTECODE=1 UPSTREAM_TEST_LIMIT=${UPSTREAM_TEST_LIMIT:-90} timeout
 # Counts from unittest's own summary ("Ran N tests", "FAILED (failures=F, errors=E,
 # skipped=S)") and its "FAIL: id" / "ERROR: id" sections: a test's output can split its
 # "... ok" line, the summary cannot be split.
-ran=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in .*/\1/p' upstream.log | tail -n1)
-summary=$(grep -aE '^(OK|FAILED)( |$)' upstream.log | tail -n1 || true)
-field() { sed -n "s/.*$1=\([0-9]*\).*/\1/p" <<<"$summary"; }
-failed=$(field failures) errors=$(field errors) skipped=$(field skipped)
-failed=${failed:-0} errors=${errors:-0} skipped=${skipped:-0}
-ok=$(( ${ran:-0} - failed - errors - skipped ))
+unittest_counts upstream.log
 /usr/bin/python3 "$UIW_ROOT/pyverbs-tests/summarize.py" upstream.log 200 || true
 log "upstream pyverbs suite on $dev: ran ${ran:-?}: ok $ok, failed $failed, errors $errors, skipped $skipped ($summary)"
 # Skip reasons, most common first.
