@@ -76,6 +76,11 @@ class OpsTest : public testing::TestWithParam<Mode> {
     const size_t mul = client->mulpdu();
     return {0, 1, mul - 1, mul, mul + 1, 64 * 1024, 16 * 1024 * 1024};
   }
+  // RDMA Read sources live until the endpoints are gone (members die in reverse order): the
+  // responder's sendmsg may still be returning when the requester, in this same process,
+  // completes and the test ends, and ASan checks a sendmsg's iovecs after the call (a
+  // heap-use-after-free report in CI when the 16 MiB source was freed at the end of the test).
+  std::vector<std::vector<uint8_t>> read_sources;
   std::unique_ptr<Endpoint> server, client;
   std::thread driver;
   std::atomic<bool> stop{false};
@@ -155,12 +160,9 @@ TEST_P(OpsTest, WriteEverySizeWithMaxSgesThenSend) {
 }
 
 TEST_P(OpsTest, ReadEverySizeIntoTwoSges) {
-  // The sources outlive the loop: the responder's sendmsg may still be returning (and ASan
-  // checks its iovecs after the call) when the requester, in this same process, completes.
-  std::vector<std::vector<uint8_t>> sources;
   for (size_t size : sizes()) {
     SCOPED_TRACE(size);
-    std::vector<uint8_t>& remote = sources.emplace_back(size + 8);
+    std::vector<uint8_t>& remote = read_sources.emplace_back(size + 8);  // see read_sources
     std::vector<uint8_t> a(size / 3 + 16, 0xEE), b(size - size / 3 + 16, 0xEE);
     fill(remote, 5 + static_cast<uint32_t>(size));
     const auto rk = server->reg(remote, kRemoteRead);
@@ -187,7 +189,7 @@ TEST_P(OpsTest, ReadEverySizeIntoTwoSges) {
 
 TEST_P(OpsTest, OutstandingReadsUpToOrdCompleteInOrder) {
   constexpr int kReads = 64;  // 4x the negotiated ORD: the rest wait in the send queue
-  std::vector<uint8_t> remote(1 << 20);
+  std::vector<uint8_t>& remote = read_sources.emplace_back(1 << 20);
   fill(remote, 3);
   const auto rk = server->reg(remote, kRemoteRead);
   std::vector<std::vector<uint8_t>> sinks;
