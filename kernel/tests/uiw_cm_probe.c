@@ -417,37 +417,20 @@ static void exchange(int sfd, const char *out, const char *in)
 
 static const char *mode = "data";
 
-/* CRC32c (RFC 3720 polynomial, reflected), for the one FPDU this probe builds. */
-static uint32_t crc32c(const unsigned char *p, size_t n)
-{
-	uint32_t c = 0xffffffff;
-
-	while (n--) {
-		c ^= *p++;
-		for (int k = 0; k < 8; k++)
-			c = c >> 1 ^ (0x82f63b78 & -(c & 1));
-	}
-	return ~c;
-}
-
 /*
  * The RFC 6581 RTR of type Write: one FPDU (RFC 5044 §4.1) carrying a zero-length tagged DDP
  * segment (RFC 5041 §4.2: T, L, DV 1; STag 0, TO 0) with RDMAP RV 1, opcode RDMA Write (RFC 5040
- * §4.3). 2 octets ULPDU_Length + 14 header octets need no pad; the CRC field is sent as 0
- * when CRC was not negotiated.
+ * §4.3). 2 octets ULPDU_Length + 14 header octets need no pad; without negotiated CRC the CRC
+ * field is sent as 0 (the probe computes no CRC: its tests run CRC off).
  */
 static void send_write_rtr(int sfd, const struct uiw_conn_info *i)
 {
-	unsigned char f[20] = { 0, 14, 0xc1, 0x40 };
-	uint32_t crc = (i->flags & UIW_CONN_F_CRC) ? crc32c(f, 16) : 0;
+	const unsigned char f[20] = { 0, 14, 0xc1, 0x40 };
 
 	if (i->rtr != UIW_RTR_WRITE || !(i->flags & UIW_CONN_F_P2P) ||
-	    !(i->flags & UIW_CONN_F_INITIATOR) || (i->flags & UIW_CONN_F_MARKERS_TX))
-		die("rtr mode needs an initiator in peer-to-peer mode with a Write RTR, no Markers");
-	f[16] = crc >> 24;
-	f[17] = crc >> 16;
-	f[18] = crc >> 8;
-	f[19] = crc;
+	    !(i->flags & UIW_CONN_F_INITIATOR) ||
+	    (i->flags & (UIW_CONN_F_MARKERS_TX | UIW_CONN_F_CRC)))
+		die("rtr mode: needs a p2p initiator, Write RTR, no Markers, no CRC");
 	if (write(sfd, f, sizeof(f)) != (ssize_t)sizeof(f))
 		die("RTR write");
 	printf("rtr-sent\n");

@@ -370,6 +370,15 @@ class FailureTest(PairTest):
         self.assertEqual(self.b.next_async(20), e.IBV_EVENT_QP_FATAL, f"{what}: responder event")
         self.assertEqual(self.a.next_async(20), e.IBV_EVENT_QP_FATAL, f"{what}: requester event")
 
+    def refused(self, opcode, sges, status, what, remote=None):
+        """A posts one WR that B refuses: it completes with `status` (SUCCESS for a Send or
+        Write, which completed when TCP took it; WR_FLUSH_ERR for a Read, which waited for the
+        response the Terminate ended), both QPs become fatal and neither region changes."""
+        self.a.post_send(1, opcode, sges, remote=remote)
+        self.expect_wc(self.a, 1, status, what)
+        self.both_fatal(what)
+        self.untouched(what)
+
     def untouched(self, what):
         self.assertEqual(self.rb.read(4096), pattern(1, 4096), f"{what}: B's region changed")
         self.assertEqual(self.ra.read(4096), pattern(2, 4096), f"{what}: A's region changed")
@@ -382,44 +391,31 @@ class FailureTest(PairTest):
 
     def test_write_with_wrong_key(self):
         bad = self.rb.mr.rkey ^ 0x5A  # same index, another key byte
-        self.a.post_send(1, e.IBV_WR_RDMA_WRITE, [self.ra.sge(4096)], remote=(bad, self.rb.addr))
-        self.expect_wc(self.a, 1, e.IBV_WC_SUCCESS, "Write with a wrong key")
-        self.both_fatal("wrong key")
-        self.untouched("wrong key")
+        self.refused(e.IBV_WR_RDMA_WRITE, [self.ra.sge(4096)], e.IBV_WC_SUCCESS, "wrong key",
+                     remote=(bad, self.rb.addr))
         self.later_wr_flushed("wrong key")
 
     def test_write_out_of_bounds(self):
         # One byte past the end of B's region: base-and-bounds (RFC 5041 §7.1), nothing placed.
-        self.a.post_send(1, e.IBV_WR_RDMA_WRITE, [self.ra.sge(64)],
-                         remote=(self.rb.mr.rkey, self.rb.addr + REGION - 63))
-        self.expect_wc(self.a, 1, e.IBV_WC_SUCCESS, "Write past the region")
-        self.both_fatal("out of bounds")
-        self.untouched("out of bounds")
+        self.refused(e.IBV_WR_RDMA_WRITE, [self.ra.sge(64)], e.IBV_WC_SUCCESS, "out of bounds",
+                     remote=(self.rb.mr.rkey, self.rb.addr + REGION - 63))
 
     def test_read_from_deregistered_mr(self):
         gone = self.rb.mr.rkey
         self.rb.mr.close()
-        self.a.post_send(1, e.IBV_WR_RDMA_READ, [self.ra.sge(4096)], remote=(gone, self.rb.addr))
-        # The Read waited for a response that the Terminate ended: flushed.
-        self.expect_wc(self.a, 1, e.IBV_WC_WR_FLUSH_ERR, "Read from a deregistered MR")
-        self.both_fatal("deregistered")
-        self.untouched("deregistered")
+        self.refused(e.IBV_WR_RDMA_READ, [self.ra.sge(4096)], e.IBV_WC_WR_FLUSH_ERR,
+                     "deregistered", remote=(gone, self.rb.addr))
         self.later_wr_flushed("deregistered")
 
     def test_read_without_remote_read_right(self):
         wo = Region(self.b.pd, 4096, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE)
-        self.a.post_send(1, e.IBV_WR_RDMA_READ, [self.ra.sge(64)], remote=(wo.mr.rkey, wo.addr))
-        self.expect_wc(self.a, 1, e.IBV_WC_WR_FLUSH_ERR, "Read without the remote-read right")
-        self.both_fatal("no remote read")
-        self.untouched("no remote read")
+        self.refused(e.IBV_WR_RDMA_READ, [self.ra.sge(64)], e.IBV_WC_WR_FLUSH_ERR,
+                     "no remote read", remote=(wo.mr.rkey, wo.addr))
         self.assertTrue(wo.guards_intact())
 
     def test_send_without_receive(self):
         # iWARP has no RNR retry: DDP finds no buffer (RFC 5041 §7.1) and Terminates.
-        self.a.post_send(1, e.IBV_WR_SEND, [self.ra.sge(64)])
-        self.expect_wc(self.a, 1, e.IBV_WC_SUCCESS, "Send without a receive")
-        self.both_fatal("no receive")
-        self.untouched("no receive")
+        self.refused(e.IBV_WR_SEND, [self.ra.sge(64)], e.IBV_WC_SUCCESS, "no receive")
         self.later_wr_flushed("no receive")
 
     def test_send_longer_than_receive(self):

@@ -227,8 +227,6 @@ void Qp::complete_sq() {
   }
 }
 
-// Everything not yet complete is completed with WrFlushErr, in order (RDMAP §5.4: "Completes in
-// error all ULP Operations that have not been provided to the DDP layer"; RFC 5041 §6.2.2).
 // The receive WR a partly received Send is landing in (if any) completes with `status`.
 void Qp::complete_active_recv(WcStatus status) {
   if (!rx_send_active_) return;
@@ -241,6 +239,8 @@ void Qp::complete_active_recv(WcStatus status) {
   rx_send_active_ = false;
 }
 
+// Everything not yet complete is completed with WrFlushErr, in order (RDMAP §5.4: "Completes in
+// error all ULP Operations that have not been provided to the DDP layer"; RFC 5041 §6.2.2).
 void Qp::flush_all() {
   for (uint32_t i = sq_head_; i != sq_tail_; ++i) {
     SqEntry& e = sq_at(i);

@@ -412,13 +412,7 @@ void Qp::rx_begin_payload() {
         rx_send_wr_ = *wr;
         if (!resolve_sgl(wr->sg_list, wr->num_sge, memory::kLocalWrite, &rx_send_sgl_)) {
           // A bad lkey in our own receive WR: a local error (RDMAP §7.1 item 21).
-          Completion c{};
-          c.wr_id = wr->wr_id;
-          c.status = WcStatus::LocProtErr;
-          c.opcode = WcOpcode::Recv;
-          c.qp_num = cfg_.qp_num;
-          push_cqe(cfg_.recv_cq, c);
-          rx_send_active_ = false;
+          complete_active_recv(WcStatus::LocProtErr);
           rx_fail({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0}, false, false);
           return;
         }
@@ -426,14 +420,10 @@ void Qp::rx_begin_payload() {
       // RFC 5041 §7.1 untagged checks 3-4. The message does not fit the posted receive: the
       // receive ends with a local length error (as a verbs receive that is too small does; siw
       // alike) rather than a flush, so the application can tell why.
-      if (rx_seg_.mo > rx_send_sgl_.total) {
-        complete_active_recv(WcStatus::LocLenErr);
-        rx_fail(untagged(term::kDdpInvalidMo), true, false);
-        return;
-      }
       if (rx_seg_.mo + rx_payload_len_ > rx_send_sgl_.total) {
         complete_active_recv(WcStatus::LocLenErr);
-        rx_fail(untagged(term::kDdpTooLong), true, false);
+        rx_fail(untagged(rx_seg_.mo > rx_send_sgl_.total ? term::kDdpInvalidMo : term::kDdpTooLong),
+                true, false);
         return;
       }
       if (rx_payload_len_ == 0) break;

@@ -28,9 +28,7 @@ rc=0
 PYTHONDONTWRITEBYTECODE=1 UPSTREAM_TEST_LIMIT=${UPSTREAM_TEST_LIMIT:-90} timeout -k 10 2200 \
   /usr/bin/python3 "$UIW_ROOT/pyverbs-tests/upstream_runner.py" upstream/tests --dev "$dev" -v \
   >upstream.log 2>&1 || rc=$?
-# Counts from unittest's own summary ("Ran N tests", "FAILED (failures=F, errors=E,
-# skipped=S)") and its "FAIL: id" / "ERROR: id" sections: a test's output can split its
-# "... ok" line, the summary cannot be split.
+# Counts from unittest's summary (lib.sh), failing ids from its "FAIL: id" / "ERROR: id" sections.
 unittest_counts upstream.log
 /usr/bin/python3 "$UIW_ROOT/pyverbs-tests/summarize.py" upstream.log 200 || true
 log "upstream pyverbs suite on $dev: ran ${ran:-?}: ok $ok, failed $failed, errors $errors, skipped $skipped ($summary)"
