@@ -5,7 +5,9 @@
  * negotiation are in uiw_cm_conn.c, the QP side (close, destroy, hand-off) in uiw_cm_qp.c.
  */
 
+#include <linux/cred.h>
 #include <linux/file.h>
+#include <linux/sched/task.h>
 #include <linux/module.h>
 #include <linux/tcp.h>
 #include <net/ip.h>
@@ -19,6 +21,23 @@
 /* Ordered: one endpoint event at a time, in the order they were posted. */
 static struct workqueue_struct *uiw_cm_wq;
 static atomic_t uiw_cep_count = ATOMIC_INIT(0);
+
+/*
+ * Credentials with CAP_NET_BIND_SERVICE alone, for binding connect-on-RTR sockets to
+ * privileged ports (uiw_rtr.c) in the caller's context: inet_bind() and SCTP's connect
+ * check the capability of current, and the point of those ports is that the caller lacks it.
+ */
+static struct cred *uiw_bind_cred;
+
+const struct cred *uiw_privileged_begin(void)
+{
+	return override_creds(uiw_bind_cred);
+}
+
+void uiw_privileged_end(const struct cred *old)
+{
+	revert_creds(old);
+}
 
 static void uiw_cep_work(struct work_struct *work);
 static void uiw_cep_timeout(struct work_struct *work);
@@ -165,19 +184,51 @@ void uiw_sk_assoc(struct uiw_cep *cep, struct socket *s, enum uiw_sk_mode mode,
 		sk->sk_data_ready = uiw_sk_data_ready;
 		sk->sk_state_change = uiw_sk_state_change;
 		break;
-	case UIW_SK_RDMA:
-		sk->sk_data_ready = cep->sk_data_ready;
-		sk->sk_state_change = uiw_sk_state_change;
-		break;
 	}
 	write_unlock_bh(&sk->sk_callback_lock);
 }
 
-/* Restore the socket's callbacks; no callback uses cep afterwards. */
+/*
+ * Handed-over socket: watch it from its wait queue (struct socket's, so a child accepted on
+ * it by its owner starts without us), and only for the peer's FIN or RST, which is all that
+ * uiw_cep_state() acts on in RDMA mode. Runs under the wait queue's lock in any context.
+ */
+static int uiw_sk_watch_wake(struct wait_queue_entry *wq, unsigned int mode,
+			     int sync, void *key)
+{
+	struct uiw_cep *cep = container_of(wq, struct uiw_cep, watch);
+
+	if (uiw_sk_peer_gone(cep->sock->sk) && !test_and_set_bit(0, &cep->watch_gone))
+		uiw_cep_post(cep, UIW_CEP_EV_STATE);
+	return 0;
+}
+
+/* Caller holds cep->lock; the socket has none of our callbacks (uiw_sk_disassoc). */
+void uiw_sk_watch(struct uiw_cep *cep)
+{
+	uiw_cep_get(cep);
+	init_waitqueue_func_entry(&cep->watch, uiw_sk_watch_wake);
+	cep->watch_head = &cep->sock->wq.wait;
+	add_wait_queue(cep->watch_head, &cep->watch);
+	/* A FIN that came before the entry was queued woke nobody. */
+	if (uiw_sk_peer_gone(cep->sock->sk) && !test_and_set_bit(0, &cep->watch_gone))
+		uiw_cep_post(cep, UIW_CEP_EV_STATE);
+}
+
+/*
+ * Restore the socket's callbacks or take our wait queue entry off; nothing of ours runs for
+ * the socket afterwards (remove_wait_queue waits out a wakeup in progress).
+ */
 void uiw_sk_disassoc(struct uiw_cep *cep)
 {
 	struct sock *sk = cep->sock->sk;
 
+	if (cep->watch_head) {
+		remove_wait_queue(cep->watch_head, &cep->watch);
+		cep->watch_head = NULL;
+		uiw_cep_put(cep);
+		return;
+	}
 	write_lock_bh(&sk->sk_callback_lock);
 	if (sk->sk_user_data == cep) {
 		sk->sk_data_ready = cep->sk_data_ready;
@@ -268,7 +319,7 @@ void uiw_cep_addrs(struct uiw_cep *cep, struct iw_cm_event *ev)
 
 /* Event to the connection's own cm_id (not CONNECT_REQUEST). */
 void uiw_cm_upcall(struct uiw_cep *cep, enum iw_cm_event_type type,
-			  int status, const void *pd, u8 pd_len)
+		   int status, const void *pd, u8 pd_len)
 {
 	struct iw_cm_event ev = {
 		.event = type,
@@ -489,7 +540,6 @@ void uiw_cep_conn_abort(struct uiw_cep *cep)
 	uiw_cep_upcall_close(cep);
 }
 
-
 /* Event dispatch */
 
 static void uiw_cep_state(struct uiw_cep *cep)
@@ -620,12 +670,27 @@ void uiw_cm_dev_cleanup(struct uiw_dev *udev)
 
 int uiw_cm_init(void)
 {
+	uiw_bind_cred = prepare_kernel_cred(&init_task);
+	if (!uiw_bind_cred)
+		return -ENOMEM;
+	cap_clear(uiw_bind_cred->cap_inheritable);
+	cap_clear(uiw_bind_cred->cap_permitted);
+	cap_clear(uiw_bind_cred->cap_effective);
+	cap_clear(uiw_bind_cred->cap_bset);
+	cap_clear(uiw_bind_cred->cap_ambient);
+	cap_raise(uiw_bind_cred->cap_permitted, CAP_NET_BIND_SERVICE);
+	cap_raise(uiw_bind_cred->cap_effective, CAP_NET_BIND_SERVICE);
 	uiw_cm_wq = alloc_ordered_workqueue("uiw_cm", WQ_MEM_RECLAIM);
-	return uiw_cm_wq ? 0 : -ENOMEM;
+	if (!uiw_cm_wq) {
+		put_cred(uiw_bind_cred);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 void uiw_cm_exit(void)
 {
 	destroy_workqueue(uiw_cm_wq);
+	put_cred(uiw_bind_cred);
 	WARN_ON(atomic_read(&uiw_cep_count));
 }

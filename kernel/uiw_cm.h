@@ -4,8 +4,10 @@
  *
  * A connection endpoint (cep) owns one TCP socket from creation until the MPA exchange is
  * done (RFC 5044 §7.1.2, RFC 6581), then belongs to its QP: the socket is handed to the
- * QP's owner (uiw_cm_take_socket) while the kernel keeps a chained sk_state_change so a
- * FIN or RST still reaches iw_cm as DISCONNECT/CLOSE.
+ * QP's owner (uiw_cm_take_socket). From then on the socket carries none of our callbacks
+ * and no sk_user_data (its owner may listen on it, and accepted children would inherit
+ * both): the kernel watches it through an entry on the socket's own wait queue, which
+ * children do not inherit, so a FIN or RST still reaches iw_cm as DISCONNECT/CLOSE.
  *
  * Locking: cep->lock (mutex) serialises everything a cep does: iw_cm downcalls, its work
  * and its timer. Socket callbacks run in softirq context and only post events. Lock
@@ -44,8 +46,7 @@ enum uiw_cep_event {
 /* Which callbacks a socket gets (uiw_sk_assoc). */
 enum uiw_sk_mode {
 	UIW_SK_LISTEN,		/* data_ready: accept connections */
-	UIW_SK_MPA,		/* data_ready and state_change: MPA exchange */
-	UIW_SK_RDMA,		/* state_change only: the owner reads the stream */
+	UIW_SK_MPA,		/* data_ready and state_change: MPA exchange, RDMA mode */
 };
 
 /* What the two sides agreed on (RFC 5044 §7.1.1, RFC 6581). */
@@ -64,7 +65,7 @@ struct uiw_cep_params {
 
 struct uiw_cep {
 	struct kref ref;
-	struct mutex lock;
+	struct mutex lock;		/* serialises the endpoint (see above) */
 	struct uiw_dev *udev;		/* get_device() held */
 	struct list_head dev_entry;	/* udev->cep_list, under udev->cep_lock */
 	enum uiw_cep_state state;
@@ -89,9 +90,13 @@ struct uiw_cep {
 	unsigned int backlog;
 	unsigned int num_children;
 
-	/* Socket callbacks to chain to / restore. */
+	/* Socket callbacks to chain to / restore (before the hand-off). */
 	void (*sk_data_ready)(struct sock *sk);
 	void (*sk_state_change)(struct sock *sk);
+	/* After the hand-off: our entry on the socket's wait queue while watch_head is set. */
+	struct wait_queue_entry watch;
+	struct wait_queue_head *watch_head;
+	unsigned long watch_gone;	/* bit 0: the peer-gone event was posted */
 
 	unsigned long events;		/* enum uiw_cep_event bits */
 	struct work_struct work;
@@ -137,9 +142,12 @@ void uiw_cep_cancel_timer(struct uiw_cep *cep);
 void uiw_sk_assoc(struct uiw_cep *cep, struct socket *s, enum uiw_sk_mode mode,
 		  void (*orig_data_ready)(struct sock *sk));
 void uiw_sk_disassoc(struct uiw_cep *cep);
+void uiw_sk_watch(struct uiw_cep *cep);
 void uiw_cep_release_sock(struct uiw_cep *cep, bool abort);
 bool uiw_sk_peer_gone(const struct sock *sk);
 int uiw_sock_create(struct uiw_dev *udev, int family, struct socket **s);
+const struct cred *uiw_privileged_begin(void);
+void uiw_privileged_end(const struct cred *old);
 int uiw_addr_len(const struct sockaddr_storage *a);
 bool uiw_addr_is_any(const struct sockaddr_storage *a);
 void uiw_cep_addrs(struct uiw_cep *cep, struct iw_cm_event *ev);

@@ -149,6 +149,12 @@ void uiw_cm_listen_accept(struct uiw_cep *lcep)
 
 		if (kernel_accept(lcep->sock, &s, O_NONBLOCK))
 			break;
+		/* Connect-on-RTR: only another host's uiw.ko may ask (uiw_rtr.c). */
+		if (!uiw_rtr_admit(lcep, s)) {
+			sock_no_linger(s->sk);
+			sock_release(s);
+			continue;
+		}
 		spin_lock_bh(&udev->cep_lock);
 		full = lcep->num_children >= lcep->backlog;
 		spin_unlock_bh(&udev->cep_lock);

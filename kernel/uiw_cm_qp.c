@@ -6,6 +6,8 @@
 
 #include <linux/file.h>
 #include <linux/net.h>
+#include <net/cls_cgroup.h>
+#include <net/netprio_cgroup.h>
 #include <net/sock.h>
 
 #include "uiw_cm.h"
@@ -97,10 +99,36 @@ void uiw_cm_qp_destroy(struct uiw_qp *qp)
 }
 
 /*
+ * The socket becomes its owner's as if the owner had accepted it: the socket's uid (the
+ * inode's, which sock_i_uid() and ownership matches read, and sk_uid) and the net_cls /
+ * net_prio ids, as fd passing does (__receive_sock). Sockets accepted by a listener or
+ * created on a retry were made in a kernel worker, as root.
+ *
+ * Connect-on-RTR sockets are bound to privileged ports, which is what the peer trusts
+ * (uiw_rtr.c). Without SOCK_BINDPORT_LOCK, TCP lets go of the port when the connection
+ * ends (tcp_set_state(TCP_CLOSE)), so connect(AF_UNSPEC) followed by connect() or listen()
+ * gets an ephemeral port, not the privileged one. SCTP refuses an unprivileged connect
+ * from a privileged port by itself.
+ */
+static void uiw_sock_adopt(struct socket *s)
+{
+	struct sock *sk = s->sk;
+
+	SOCK_INODE(s)->i_uid = current_fsuid();
+	lock_sock(sk);
+	sk->sk_uid = current_fsuid();
+	if (sk->sk_protocol == IPPROTO_TCP)
+		sk->sk_userlocks &= ~SOCK_BINDPORT_LOCK;
+	sock_update_netprioidx(&sk->sk_cgrp_data);
+	sock_update_classid(&sk->sk_cgrp_data);
+	release_sock(sk);
+}
+
+/*
  * The socket's struct file, created on first hand-off in the owner's context (it
- * carries the owner's credentials). sock_alloc_file() releases the socket when it
- * fails, so our callbacks come off first and go back after; the state re-check posted
- * at the end catches a FIN that arrived in between.
+ * carries the owner's credentials). Our callbacks come off first, for good: from now on the
+ * owner may do with the socket whatever the socket API allows, so only a wait queue entry
+ * (uiw_sk_watch) follows it. sock_alloc_file() releases the socket when it fails.
  */
 static struct file *uiw_cep_sock_file(struct uiw_cep *cep)
 {
@@ -110,6 +138,7 @@ static struct file *uiw_cep_sock_file(struct uiw_cep *cep)
 	if (cep->file)
 		return cep->file;
 	uiw_sk_disassoc(cep);
+	uiw_sock_adopt(s);
 	file = sock_alloc_file(s, O_NONBLOCK, NULL);
 	if (IS_ERR(file)) {
 		cep->sock = NULL;
@@ -119,8 +148,7 @@ static struct file *uiw_cep_sock_file(struct uiw_cep *cep)
 		return file;
 	}
 	cep->file = file;
-	uiw_sk_assoc(cep, s, UIW_SK_RDMA, NULL);
-	uiw_cep_post(cep, UIW_CEP_EV_STATE);
+	uiw_sk_watch(cep);
 	return file;
 }
 

@@ -9,6 +9,14 @@
  * outcome goes to the QP: the owner's provider takes the socket (UIW_METHOD_QP_TAKE_SOCKET)
  * or, when the connection failed for good, gets the error from that call and an
  * IB_EVENT_QP_FATAL on its async event file.
+ *
+ * Who may take part: both ends are privileged ports. The service port is below 1024, so no
+ * unprivileged user can listen there first (squat it, or answer an initiator with a mirrored
+ * Reply), and the initiator connects from a port in UIW_RTR_SRC_PORT_MIN..MAX, so a
+ * responder only hears kernels (or root) of the initiator's host, the way rsh and NFS
+ * authenticate hosts. The responder still matches the Request to its QP by both QPNs and
+ * both addresses, so another host needs the initiator's address to pose as it. What does
+ * not match is refused with one reason, "not ready": a prober learns nothing about QPs.
  */
 
 #include <asm/unaligned.h>
@@ -21,13 +29,17 @@
 #include "uiw_cm.h"
 #include "uiw_sctp.h"
 
-static ushort rtr_port = 7471;
+static ushort rtr_port = 747;
 module_param(rtr_port, ushort, 0444);
-MODULE_PARM_DESC(rtr_port, "TCP port of the connect-on-RTR service (listened on per device while a QP waits in RTR as responder; default 7471)");
+MODULE_PARM_DESC(rtr_port, "TCP port of the connect-on-RTR service (listened on per device while a QP waits in RTR as responder; privileged, default 747)");
 
 static uint rtr_timeout = 10000;
 module_param(rtr_timeout, uint, 0644);
 MODULE_PARM_DESC(rtr_timeout, "ms a connect-on-RTR initiator retries while the peer QP is not in RTR yet (default 10000)");
+
+/* Initiators' source ports: privileged, as rresvport() picks them. */
+#define UIW_RTR_SRC_PORT_MIN 512
+#define UIW_RTR_SRC_PORT_MAX 1023
 
 #define UIW_RTR_BACKLOG 128
 #define UIW_RTR_BACKOFF_MIN_MS 10
@@ -137,6 +149,7 @@ static struct uiw_rtr_listener *uiw_rtr_listen_get(struct uiw_dev *udev,
 {
 	struct uiw_rtr_dev *d = &udev->rtr;
 	struct uiw_rtr_listener *l;
+	const struct cred *old;
 	int rv;
 
 	mutex_lock(&d->lock);
@@ -158,7 +171,9 @@ static struct uiw_rtr_listener *uiw_rtr_listen_get(struct uiw_dev *udev,
 	l->id.event_handler = uiw_rtr_id_event;
 	uiw_gid_sockaddr(gid, rtr_port, udev->netdev->ifindex, &l->id.m_local_addr);
 	l->id.afonly = 1;
+	old = uiw_privileged_begin();
 	rv = uiw_iw_create_listen(&l->id, UIW_RTR_BACKLOG);
+	uiw_privileged_end(old);
 	if (rv) {
 		uiw_dbg(udev, "cannot listen on port %u: %d\n", rtr_port, rv);
 		kfree(l);
@@ -211,6 +226,12 @@ int uiw_rtr_prepare(struct uiw_qp *qp, const struct ib_qp_attr *attr,
 	int rv = 0;
 
 	memset(t, 0, sizeof(*t));
+	/*
+	 * The connection is made in the netdev's namespace (uiw_sock_create): only a caller
+	 * that lives there may have uiw.ko connect for it.
+	 */
+	if (!net_eq(current->nsproxy->net_ns, dev_net(udev->netdev)))
+		return -EPERM;
 	/* iWARP peers are IP addresses: the AV must carry the GRH (ibv_rc_pingpong -g). */
 	if (!(rdma_ah_get_ah_flags(&attr->ah_attr) & IB_AH_GRH)) {
 		uiw_dbg_qp(qp, "RTR without a GRH: no peer address\n");
@@ -364,6 +385,72 @@ int uiw_rtr_error(struct uiw_qp *qp)
 	return err;
 }
 
+static void uiw_sockaddr_set_port(struct sockaddr_storage *ss, u16 port)
+{
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port = htons(port);
+	else
+		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+}
+
+static u16 uiw_sockaddr_port(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+	return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+}
+
+/*
+ * Start the initiator's connection from a free privileged port of laddr (random first try).
+ * A port fails when a socket holds it without SO_REUSEADDR (bind) or already carries a
+ * connection to raddr (TCP's connect: 4-tuple in use, TIME-WAIT included). SCTP has no
+ * connect-time check of that kind, so its sockets take their port exclusively.
+ */
+static int uiw_rtr_sock_connect(struct uiw_cep *cep, struct sockaddr_storage *laddr,
+				struct sockaddr_storage *raddr)
+{
+	const u32 n = UIW_RTR_SRC_PORT_MAX - UIW_RTR_SRC_PORT_MIN + 1;
+	struct uiw_dev *udev = cep->udev;
+	u32 first = get_random_u32() % n, i;
+	int rv = -EADDRNOTAVAIL;
+
+	for (i = 0; i < n; i++) {
+		const struct cred *old;
+		struct socket *s;
+		bool sctp;
+
+		uiw_sockaddr_set_port(laddr, UIW_RTR_SRC_PORT_MIN + (first + i) % n);
+		rv = uiw_sock_create(udev, raddr->ss_family, &s);
+		if (rv)
+			return rv;
+		sctp = s->sk->sk_protocol == IPPROTO_SCTP;
+		old = uiw_privileged_begin();
+		/* Over SCTP (device llp=sctp) the multihoming policy of uiw_sctp.c binds. */
+		if (sctp) {
+			s->sk->sk_reuse = SK_NO_REUSE;
+			rv = uiw_sctp_bind(udev, s, laddr);
+		} else {
+			rv = kernel_bind(s, (struct sockaddr *)laddr, uiw_addr_len(laddr));
+		}
+		if (rv) {
+			uiw_privileged_end(old);
+			sock_release(s);
+		} else {
+			uiw_sock_set_nodelay(s);
+			/* SCTP checks the bound port's privilege again at connect. */
+			rv = uiw_cep_start_connect(cep, s, raddr);
+			uiw_privileged_end(old);
+			if (!rv)
+				return 0;
+			uiw_cep_cancel_timer(cep);
+			uiw_cep_release_sock(cep, true);
+		}
+		if (rv != -EADDRINUSE && rv != -EADDRNOTAVAIL)
+			return rv;
+	}
+	return rv;
+}
+
 /*
  * Initiator: connect from our address to the peer's service port and send the Request
  * (uiw_cm_send_request, once TCP is up). Process context or the retry work.
@@ -380,7 +467,6 @@ static int uiw_rtr_connect(struct uiw_qp *qp)
 		.src_qpn = qp->ibqp.qp_num,
 	};
 	struct uiw_cep *cep;
-	struct socket *s;
 	u32 ird;
 	int rv;
 
@@ -426,24 +512,9 @@ static int uiw_rtr_connect(struct uiw_qp *qp)
 	uiw_rtr_pd_encode(cep->tx_pd, &req);
 	cep->tx_pd_len = UIW_RTR_PD_LEN;
 
-	rv = uiw_sock_create(udev, raddr.ss_family, &s);
+	rv = uiw_rtr_sock_connect(cep, &laddr, &raddr);
 	if (rv)
-		goto fail;
-	/* Over SCTP (device llp=sctp) the multihoming policy of uiw_sctp.c binds. */
-	if (s->sk->sk_protocol == IPPROTO_SCTP)
-		rv = uiw_sctp_bind(udev, s, &laddr);
-	else
-		rv = kernel_bind(s, (struct sockaddr *)&laddr, uiw_addr_len(&laddr));
-	if (rv) {
-		sock_release(s);
-		goto fail;
-	}
-	uiw_sock_set_nodelay(s);
-	rv = uiw_cep_start_connect(cep, s, &raddr);
-	if (!rv)
-		goto out;
-fail:
-	uiw_cep_finish(cep, true);
+		uiw_cep_finish(cep, true);
 out:
 	mutex_unlock(&cep->lock);
 	uiw_cep_put(cep);
@@ -461,7 +532,7 @@ static void uiw_rtr_retry_work(struct work_struct *work)
 	go = !qp->dying && qp->rtr.role == UIW_RTR_ROLE_INITIATOR &&
 	     !qp->rtr.err &&
 	     (qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS);
-	busy = qp->cep != NULL;
+	busy = !!qp->cep;
 	spin_unlock_bh(&qp->lock);
 	if (go && busy) {
 		/* The failed attempt's endpoint is still letting go of the QP. */
@@ -582,10 +653,16 @@ void uiw_rtr_destroy(struct uiw_qp *qp, bool abort)
 static void uiw_rtr_refuse(struct uiw_cep *cep, int reason,
 			   const struct uiw_rtr_pd *req)
 {
+	/*
+	 * Whether the QP exists, waits for someone else or is connected already is nobody's
+	 * business but its peer's: all of that is "not ready" on the wire (the initiator retries
+	 * until rtr_timeout). Only faults of the frame itself are named.
+	 */
 	struct uiw_rtr_pd rej = {
 		.version = UIW_RTR_PD_VERSION,
 		.type = UIW_RTR_PD_REJECT,
-		.reason = reason,
+		.reason = reason == UIW_RTR_BAD_PD || reason == UIW_RTR_VERSION ?
+				  reason : UIW_RTR_NOT_READY,
 		.src_qpn = req->dst_qpn,
 		.dst_qpn = req->src_qpn,
 		.src = req->dst,
@@ -673,6 +750,34 @@ static int uiw_rtr_send_accept(struct uiw_cep *cep, const struct uiw_rtr_pd *rep
 			    &v2, buf, sizeof(buf));
 }
 
+static bool uiw_rtr_listener(struct uiw_cep *lcep)
+{
+	struct iw_cm_id *lid = READ_ONCE(lcep->cm_id);
+
+	return lid && lid->event_handler == uiw_rtr_id_event;
+}
+
+/*
+ * A connection accepted by lcep (its lock held): on an RTR listener, only one from an
+ * initiator's privileged source port is read. Anything else is reset before a byte of it is
+ * read, so it neither learns anything nor holds a place among the listener's children.
+ */
+bool uiw_rtr_admit(struct uiw_cep *lcep, struct socket *s)
+{
+	struct sockaddr_storage peer = {};
+	u16 port;
+
+	if (!uiw_rtr_listener(lcep))
+		return true;
+	if (kernel_getpeername(s, (struct sockaddr *)&peer) < 0)
+		return false;
+	port = uiw_sockaddr_port(&peer);
+	if (port >= UIW_RTR_SRC_PORT_MIN && port <= UIW_RTR_SRC_PORT_MAX)
+		return true;
+	uiw_dbg(lcep->udev, "unprivileged source port %u refused\n", port);
+	return false;
+}
+
 /*
  * A Request arrived on the device's RTR listener (true), or on another listener (false:
  * the caller goes on with iw_cm). Match it to a QP, then accept or refuse it.
@@ -685,17 +790,14 @@ bool uiw_rtr_request(struct uiw_cep *cep, const u8 *pd, u16 pd_len)
 	struct uiw_rtr_pd req = {}, rep;
 	struct uiw_qp *qp = NULL;
 	union ib_gid lgid, rgid;
-	struct iw_cm_id *lid;
 	int reason;
 	u32 ird = 0;
-
 
 	/*
 	 * One of our listeners? Its id stays valid while this child is on its list or waits
 	 * for this lock (uiw_iw_destroy_listen drops its children under their lock).
 	 */
-	lid = lcep ? READ_ONCE(lcep->cm_id) : NULL;
-	if (!lid || lid->event_handler != uiw_rtr_id_event)
+	if (!lcep || !uiw_rtr_listener(lcep))
 		return false;
 	cep->rtr = true;
 	kernel_getsockname(cep->sock, (struct sockaddr *)&local);

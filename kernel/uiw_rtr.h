@@ -126,13 +126,14 @@ struct uiw_rtr_listener {
 
 /* Per device (struct uiw_dev.rtr). */
 struct uiw_rtr_dev {
-	struct mutex lock;
+	struct mutex lock;	/* the listener list and their user counts */
 	struct list_head listeners;
 };
 
 struct uiw_dev;
 struct uiw_qp;
 struct uiw_cep;
+struct socket;
 
 void uiw_rtr_dev_init(struct uiw_dev *udev);
 void uiw_rtr_qp_init(struct uiw_qp *qp);
@@ -151,6 +152,7 @@ void uiw_rtr_destroy(struct uiw_qp *qp, bool abort);
 int uiw_rtr_error(struct uiw_qp *qp);
 
 /* uiw_cm*.c hooks, called with cep->lock held. */
+bool uiw_rtr_admit(struct uiw_cep *lcep, struct socket *s);
 bool uiw_rtr_request(struct uiw_cep *cep, const u8 *pd, u16 pd_len);
 int uiw_rtr_reply(struct uiw_cep *cep, const u8 *pd, u16 pd_len);
 void uiw_rtr_cep_event(struct uiw_cep *cep, enum iw_cm_event_type type,

@@ -106,7 +106,8 @@ int uiw_sctp_sock_setup(struct socket *s)
 	/* §10: U=1 on every chunk; what the kernel itself sends is Session Control. */
 	struct sctp_sndinfo si = {
 		.snd_flags = SCTP_UNORDERED,
-		.snd_ppid = htonl(UIW_SCTP_PPID_CONTROL),
+		/* The UAPI declares the PPID a plain __u32 that holds network order. */
+		.snd_ppid = (__force u32)htonl(UIW_SCTP_PPID_CONTROL),
 	};
 	/*
 	 * §11.1: the peer's indication arrives as a notification. ASSOC_CHANGE also wakes a
@@ -337,7 +338,7 @@ static int uiw_sctp_recv(struct socket *s, u8 *buf, size_t len, u32 *ppid,
 		struct sctp_rcvinfo ri;
 
 		memcpy(&ri, CMSG_DATA(c), sizeof(ri));
-		*ppid = ntohl(ri.rcv_ppid);
+		*ppid = ntohl((__force __be32)ri.rcv_ppid);
 	}
 	return rv;
 }

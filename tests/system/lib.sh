@@ -78,6 +78,17 @@ wait_cm_listen() {
   fail "no rdma_cm listener on port $port after ${secs}s"
 }
 
+# wait_tcp_listen PORT: waits until something listens on TCP PORT (ibv_rc_pingpong's own
+# socket, for example): a server under TCG can take seconds to start.
+wait_tcp_listen() {
+  local i
+  for ((i = 0; i < 150; i++)); do
+    ss -Hltn "sport = :$1" | grep -q . && return 0
+    sleep 0.2
+  done
+  fail "nothing listens on TCP port $1"
+}
+
 # expect NAME REGEX [MESSAGE]: NAME.log must contain a line matching the extended REGEX.
 expect() {
   grep -Eq -- "$2" "$1.log" || {

@@ -12,16 +12,6 @@ source "$UIW_ROOT/tests/system/sctp_lib.bash"
 
 rtr_port=$(cat /sys/module/uiw/parameters/rtr_port)
 
-# wait_tcp_listen PORT: until something listens on TCP PORT (ibv_rc_pingpong's own socket).
-wait_tcp_listen() {
-  local i
-  for ((i = 0; i < 150; i++)); do
-    ss -Hltn "sport = :$1" | grep -q . && return 0
-    sleep 0.2
-  done
-  fail "nothing listens on TCP port $1"
-}
-
 # pp NAME PORT SERVER_DEV CLIENT_DEV SERVER_ADDR ARGS...: one verified run over SCTP.
 pp() {
   local name=$1 port=$2 sdev=$3 cdev=$4 saddr=$5 side before

@@ -8,7 +8,7 @@
 #   rdma_cm (rping -V, 5 x 3000 bytes: Send, Read Request/Response, Write): CRC off, CRC on,
 #     Markers both ways with CRC on, Markers both ways with CRC off (mpa_markers=3: each side
 #     asks the other, RFC 5044 §7.1.2);
-#   connect-on-RTR (kernel/uiw_rtr.c, port 7471; no rdma_cm): ibv_rc_pingpong (Send),
+#   connect-on-RTR (kernel/uiw_rtr.c, port rtr_port; no rdma_cm): ibv_rc_pingpong (Send),
 #     ib_write_bw (Write) and ib_read_bw (Read Request/Response) without -R, CRC off and on.
 # Every stream: MPA Request and Reply found by the heuristic dissector, no malformed packet and
 # no expert error, CRC flags and CRC verdicts as negotiated (every decoded FPDU "Good CRC32"),
@@ -22,10 +22,11 @@
 # allowed in what decodes, but do not require every opcode.
 source "$UIW_ROOT/tests/system/lib.sh"
 source "$UIW_ROOT/tests/system/interop_lib.bash"
+rtr_port=$(cat /sys/module/uiw/parameters/rtr_port)
 interop_setup
 
 # rtr_tool NAME PORT TOOL ARGS...: one connect-on-RTR run of TOOL between uiw0 (server) and
-# uiw1; TOOL's own TCP exchange uses PORT (not captured), its RDMA connection port 7471. Exit 1
+# uiw1; TOOL's own TCP exchange uses PORT (not captured), its RDMA connection port rtr_port. Exit 1
 # is accepted with perftest's own iWARP leak message at exit (as in uiw_rtr_perftest.sh).
 PERFTEST_LEAK='Failed to deallocate PD - Device or resource busy|Couldn.t destroy all SEND resources'
 # Sets WIN[NAME] to the time window of the run (for wire_check). A perftest whose clock
@@ -80,7 +81,7 @@ rtr_sessions() { # PREFIX PORTBASE
 }
 
 ALL='Send|Read Request|Read Response|Write'
-wire_start uiw "tcp port 7471 or tcp portrange 7900-7903"
+wire_start uiw "tcp port $rtr_port or tcp portrange 7900-7903"
 rping_pair cm-nocrc "$UIW0_ADDR" "$UIW1_ADDR" 7900 5 3000
 rtr_sessions rtr-nocrc 18710
 uiw_set mpa_crc=Y
@@ -99,8 +100,8 @@ wire_check uiw cm-markers-crc 7902 1 2 1 "$ALL" ""
 wire_check uiw cm-markers 7903 1 0 1 "$ALL" ""
 # ibv_rc_pingpong only Sends; a Write RTR (RFC 6581) also shows as a zero-length Write.
 for c in nocrc:0 crc:2; do
-  wire_check uiw rtr-${c%:*}-pingpong 7471 "${WIN[rtr-${c%:*}-pingpong]}" "${c#*:}" 0 'Send|Write' Send
-  wire_check uiw rtr-${c%:*}-write 7471 "${WIN[rtr-${c%:*}-write]}" "${c#*:}" 0 "$ALL" Write
-  wire_check uiw rtr-${c%:*}-read 7471 "${WIN[rtr-${c%:*}-read]}" "${c#*:}" 0 "$ALL" 'Read Request|Read Response'
+  wire_check uiw rtr-${c%:*}-pingpong "$rtr_port" "${WIN[rtr-${c%:*}-pingpong]}" "${c#*:}" 0 'Send|Write' Send
+  wire_check uiw rtr-${c%:*}-write "$rtr_port" "${WIN[rtr-${c%:*}-write]}" "${c#*:}" 0 "$ALL" Write
+  wire_check uiw rtr-${c%:*}-read "$rtr_port" "${WIN[rtr-${c%:*}-read]}" "${c#*:}" 0 "$ALL" 'Read Request|Read Response'
 done
 echo "PASS: tshark validates uiw <-> uiw"

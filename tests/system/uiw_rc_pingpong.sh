@@ -8,16 +8,6 @@
 # timeout: 2400
 source "$UIW_ROOT/tests/system/lib.sh"
 
-# wait_tcp_listen PORT: until something listens on TCP PORT (ibv_rc_pingpong's server).
-wait_tcp_listen() {
-  local i
-  for ((i = 0; i < 150; i++)); do
-    ss -Hltn "sport = :$1" | grep -q . && return 0
-    sleep 0.2
-  done
-  fail "nothing listens on TCP port $1"
-}
-
 # pingpong NAME PORT SERVER_DEV CLIENT_DEV SERVER_ADDR ARGS...: one verified run; prints the
 # client's rate line. PP_SECS: the client's time limit (TCG round trips take ~30 ms under load).
 pingpong() {
