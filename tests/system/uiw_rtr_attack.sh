@@ -63,6 +63,8 @@ timeout 120 ip netns exec uiw-rtr-other ibv_rc_pingpong -d "$UIW0_DEV" -g 0 -p 1
 kill "${BG_PID[ns-server]}" 2>/dev/null || true
 ip netns del uiw-rtr-other
 [ "$rc" != 0 ] || { show ns-client; fail "connect-on-RTR worked from another network namespace"; }
-expect ns-client 'Failed to modify QP to RTR' "the client in another namespace failed, but not at RTR"
-log "another namespace: $(grep -m1 'Failed to modify QP' ns-client.log)"
+# Whichever side reaches RTR first is refused; the other then loses its exchange socket.
+grep -q 'Failed to modify QP to RTR' ns-client.log ns-server.log ||
+  { show ns-client; show ns-server; fail "the pingpong in another namespace failed, but not at RTR"; }
+log "another namespace: $(grep -h -m1 'Failed to modify QP' ns-client.log ns-server.log)"
 echo "PASS: connect-on-RTR survives an unprivileged attacker on the initiator's host"
