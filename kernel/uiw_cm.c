@@ -192,14 +192,19 @@ void uiw_sk_assoc(struct uiw_cep *cep, struct socket *s, enum uiw_sk_mode mode,
  * Handed-over socket: watch it from its wait queue (struct socket's, so a child accepted on
  * it by its owner starts without us), and only for the peer's FIN or RST, which is all that
  * uiw_cep_state() acts on in RDMA mode. Runs under the wait queue's lock in any context.
+ * Cost: with the entry queued the queue is never empty, so every wakeup of the socket (each
+ * received segment included) takes its lock and calls this, sleeper or not.
  */
+static void uiw_sk_watch_check(struct uiw_cep *cep)
+{
+	if (uiw_sk_peer_gone(cep->sock->sk) && !test_and_set_bit(0, &cep->watch_gone))
+		uiw_cep_post(cep, UIW_CEP_EV_STATE);
+}
+
 static int uiw_sk_watch_wake(struct wait_queue_entry *wq, unsigned int mode,
 			     int sync, void *key)
 {
-	struct uiw_cep *cep = container_of(wq, struct uiw_cep, watch);
-
-	if (uiw_sk_peer_gone(cep->sock->sk) && !test_and_set_bit(0, &cep->watch_gone))
-		uiw_cep_post(cep, UIW_CEP_EV_STATE);
+	uiw_sk_watch_check(container_of(wq, struct uiw_cep, watch));
 	return 0;
 }
 
@@ -211,8 +216,7 @@ void uiw_sk_watch(struct uiw_cep *cep)
 	cep->watch_head = &cep->sock->wq.wait;
 	add_wait_queue(cep->watch_head, &cep->watch);
 	/* A FIN that came before the entry was queued woke nobody. */
-	if (uiw_sk_peer_gone(cep->sock->sk) && !test_and_set_bit(0, &cep->watch_gone))
-		uiw_cep_post(cep, UIW_CEP_EV_STATE);
+	uiw_sk_watch_check(cep);
 }
 
 /*
@@ -429,7 +433,7 @@ void uiw_cep_active_fail(struct uiw_cep *cep, int status)
 	uiw_cep_finish(cep, true);
 }
 
-static void uiw_conn_addr(const struct sockaddr_storage *ss, u8 *addr, u16 *port)
+void uiw_conn_addr(const struct sockaddr_storage *ss, u8 *addr, u16 *port)
 {
 	if (ss->ss_family == AF_INET) {
 		const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;

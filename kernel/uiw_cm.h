@@ -150,6 +150,7 @@ const struct cred *uiw_privileged_begin(void);
 void uiw_privileged_end(const struct cred *old);
 int uiw_addr_len(const struct sockaddr_storage *a);
 bool uiw_addr_is_any(const struct sockaddr_storage *a);
+void uiw_conn_addr(const struct sockaddr_storage *ss, u8 *addr, u16 *port);
 void uiw_cep_addrs(struct uiw_cep *cep, struct iw_cm_event *ev);
 void uiw_cm_upcall(struct uiw_cep *cep, enum iw_cm_event_type type, int status,
 		   const void *pd, u8 pd_len);

@@ -385,30 +385,17 @@ int uiw_rtr_error(struct uiw_qp *qp)
 	return err;
 }
 
-static void uiw_sockaddr_set_port(struct sockaddr_storage *ss, u16 port)
-{
-	if (ss->ss_family == AF_INET)
-		((struct sockaddr_in *)ss)->sin_port = htons(port);
-	else
-		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
-}
-
-static u16 uiw_sockaddr_port(const struct sockaddr_storage *ss)
-{
-	if (ss->ss_family == AF_INET)
-		return ntohs(((const struct sockaddr_in *)ss)->sin_port);
-	return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
-}
-
 /*
- * Start the initiator's connection from a free privileged port of laddr (random first try).
+ * Start the initiator's connection from a free privileged port of our address src (random
+ * first try).
  * A port fails when a socket holds it without SO_REUSEADDR (bind) or already carries a
  * connection to raddr (TCP's connect: 4-tuple in use, TIME-WAIT included). SCTP has no
  * connect-time check of that kind, so its sockets take their port exclusively.
  */
-static int uiw_rtr_sock_connect(struct uiw_cep *cep, struct sockaddr_storage *laddr,
+static int uiw_rtr_sock_connect(struct uiw_cep *cep, const union ib_gid *src,
 				struct sockaddr_storage *raddr)
 {
+	struct sockaddr_storage laddr;
 	const u32 n = UIW_RTR_SRC_PORT_MAX - UIW_RTR_SRC_PORT_MIN + 1;
 	struct uiw_dev *udev = cep->udev;
 	u32 first = get_random_u32() % n, i;
@@ -419,7 +406,8 @@ static int uiw_rtr_sock_connect(struct uiw_cep *cep, struct sockaddr_storage *la
 		struct socket *s;
 		bool sctp;
 
-		uiw_sockaddr_set_port(laddr, UIW_RTR_SRC_PORT_MIN + (first + i) % n);
+		uiw_gid_sockaddr(src, UIW_RTR_SRC_PORT_MIN + (first + i) % n,
+				 udev->netdev->ifindex, &laddr);
 		rv = uiw_sock_create(udev, raddr->ss_family, &s);
 		if (rv)
 			return rv;
@@ -428,9 +416,9 @@ static int uiw_rtr_sock_connect(struct uiw_cep *cep, struct sockaddr_storage *la
 		/* Over SCTP (device llp=sctp) the multihoming policy of uiw_sctp.c binds. */
 		if (sctp) {
 			s->sk->sk_reuse = SK_NO_REUSE;
-			rv = uiw_sctp_bind(udev, s, laddr);
+			rv = uiw_sctp_bind(udev, s, &laddr);
 		} else {
-			rv = kernel_bind(s, (struct sockaddr *)laddr, uiw_addr_len(laddr));
+			rv = kernel_bind(s, (struct sockaddr *)&laddr, uiw_addr_len(&laddr));
 		}
 		if (rv) {
 			uiw_privileged_end(old);
@@ -512,7 +500,7 @@ static int uiw_rtr_connect(struct uiw_qp *qp)
 	uiw_rtr_pd_encode(cep->tx_pd, &req);
 	cep->tx_pd_len = UIW_RTR_PD_LEN;
 
-	rv = uiw_rtr_sock_connect(cep, &laddr, &raddr);
+	rv = uiw_rtr_sock_connect(cep, &req.src, &raddr);
 	if (rv)
 		uiw_cep_finish(cep, true);
 out:
@@ -765,13 +753,14 @@ static bool uiw_rtr_listener(struct uiw_cep *lcep)
 bool uiw_rtr_admit(struct uiw_cep *lcep, struct socket *s)
 {
 	struct sockaddr_storage peer = {};
+	u8 addr[16];
 	u16 port;
 
 	if (!uiw_rtr_listener(lcep))
 		return true;
 	if (kernel_getpeername(s, (struct sockaddr *)&peer) < 0)
 		return false;
-	port = uiw_sockaddr_port(&peer);
+	uiw_conn_addr(&peer, addr, &port);
 	if (port >= UIW_RTR_SRC_PORT_MIN && port <= UIW_RTR_SRC_PORT_MAX)
 		return true;
 	uiw_dbg(lcep->udev, "unprivileged source port %u refused\n", port);
