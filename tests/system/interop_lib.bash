@@ -164,9 +164,12 @@ wire_stop() {
 # malformed: "[Malformed Packet" items; experr: expert infos of severity Error (warnings, e.g.
 # "Rev field is NOT set to one as required by RFC 5044" on RFC 6581 frames, are not errors).
 # ops: RDMAP opcodes (RFC 5040 Figure 4, as Wireshark names them), one per DDP segment.
+# Heuristic dissectors (MPA's is one) run before port dissectors: a connect-on-RTR initiator
+# binds a random source port in 512-1023, where Wireshark registers about 27 port dissectors
+# (514 rsh, 554 rtsp, 873 rsync, ...) that otherwise take the stream's FPDUs.
 wire_decode() {
   local name=$1
-  tshark -n -r "$name.pcapng" -V >"$name.decoded" 2>"$name.tshark-err" ||
+  tshark -n -o tcp.try_heuristic_first:TRUE -r "$name.pcapng" -V >"$name.decoded" 2>"$name.tshark-err" ||
     { cat "$name.tshark-err"; fail "$name: tshark could not decode the capture"; }
   awk '
     /^Frame [0-9]+:/ { s = ""; next }
