@@ -23,7 +23,8 @@ extern "C" {
 #define UIW_ABI_STATIC_ASSERT(expr, msg) _Static_assert(expr, msg)
 #endif
 
-#define UIW_ABI_VERSION 1
+/* 2: UIW_METHOD_CQ_SIGNAL needs an arm (IB_USER_VERBS_CMD_REQ_NOTIFY_CQ); events are gated. */
+#define UIW_ABI_VERSION 2
 
 /* Device name prefix the provider matches ("uiw0", "uiw1", ...). */
 #define UIW_DEVICE_NAME_PREFIX "uiw"
@@ -161,7 +162,9 @@ enum uiw_qp_methods {
 	 * runs in user space, so the provider reports what it detects (a Terminate sent or
 	 * received, a lost connection: IBV_EVENT_QP_FATAL; RFC 5040 §5.4). Allowed types:
 	 * IBV_EVENT_QP_FATAL, _QP_REQ_ERR, _QP_ACCESS_ERR (the QP's shadow state becomes
-	 * ERR), IBV_EVENT_SQ_DRAINED, IBV_EVENT_QP_LAST_WQE_REACHED; others -EINVAL.
+	 * ERR; one of them between two transitions to RESET), IBV_EVENT_SQ_DRAINED (once
+	 * after each transition to SQD), IBV_EVENT_QP_LAST_WQE_REACHED (once after each
+	 * transition to ERR of a QP with an SRQ); others -EINVAL. -EALREADY when not due.
 	 */
 	UIW_METHOD_QP_EVENT,
 };
@@ -182,10 +185,15 @@ enum uiw_qp_take_socket_attrs {
 enum uiw_cq_methods {
 	/*
 	 * Fire the CQ's completion event (the completion channel of ibv_get_cq_event). The
-	 * provider calls it when an armed CQ gets a matching completion.
+	 * provider calls it when an armed CQ gets a matching completion. One event per arm:
+	 * the provider arms the kernel with IB_USER_VERBS_CMD_REQ_NOTIFY_CQ (ibv_cmd_req_notify_cq)
+	 * and -EAGAIN means no arm since the last event.
 	 */
 	UIW_METHOD_CQ_SIGNAL = (1U << UVERBS_ID_NS_SHIFT),
-	/* Async event on the CQ: IBV_EVENT_CQ_ERR only (a completion found the CQ full). */
+	/*
+	 * Async event on the CQ: IBV_EVENT_CQ_ERR only (a completion found the CQ full), once
+	 * per CQ (-EALREADY after).
+	 */
 	UIW_METHOD_CQ_EVENT,
 };
 
@@ -193,7 +201,8 @@ enum uiw_cq_methods {
 enum uiw_srq_methods {
 	/*
 	 * Async event on the SRQ: IBV_EVENT_SRQ_LIMIT_REACHED (the armed limit was crossed,
-	 * the kernel's shadow limit disarms as ibv_modify_srq requires) or IBV_EVENT_SRQ_ERR.
+	 * the kernel's shadow limit disarms as ibv_modify_srq requires; -EALREADY if no limit
+	 * is armed) or IBV_EVENT_SRQ_ERR (once per SRQ).
 	 */
 	UIW_METHOD_SRQ_EVENT = (1U << UVERBS_ID_NS_SHIFT),
 };

@@ -72,7 +72,6 @@ struct uiw_dev {
 	struct xarray qp_xa;		/* QPN -> struct uiw_qp (RCU lookups by iw_get_qp) */
 	u32 qp_next;
 	struct xarray mr_xa;		/* STag index -> struct uiw_mr */
-	u32 mr_next;
 	struct xarray cq_xa;		/* cq id -> struct uiw_cq */
 	u32 cq_next;
 	struct xarray srq_xa;		/* srq id -> struct uiw_srq */
@@ -117,16 +116,25 @@ struct uiw_pd {
 	struct ib_pd ibpd;
 };
 
+/* struct uiw_cq.flags: each bit allows the one event that clears it (uiw_uapi.c). */
+enum uiw_cq_flag {
+	UIW_CQ_ARMED,		/* req_notify_cq seen: one completion event may fire */
+	UIW_CQ_ERR_SENT,	/* IB_EVENT_CQ_ERR raised (once per CQ) */
+};
+
 struct uiw_cq {
 	struct ib_cq ibcq;
 	u32 id;
+	unsigned long flags;	/* enum uiw_cq_flag bits */
 };
 
 struct uiw_srq {
 	struct ib_srq ibsrq;
 	u32 id;
 	u32 num_rqe;
-	u32 limit;
+	u32 limit;		/* armed limit, 0 = disarmed; under srq_lock */
+	bool err_sent;		/* IB_EVENT_SRQ_ERR raised (once per SRQ); under srq_lock */
+	spinlock_t srq_lock;
 };
 
 struct uiw_mr {
@@ -143,6 +151,13 @@ struct uiw_qp {
 
 	spinlock_t lock;		/* protects the fields below */
 	enum ib_qp_state state;		/* shadow of the provider's QP state */
+	/*
+	 * Async events the provider may raise next: each is allowed once per state change the
+	 * kernel saw (uiw_uapi.c), so the events a context can queue are bounded.
+	 */
+	bool fatal_sent;		/* a QP error event since RESET */
+	bool sq_drained_due;		/* entered SQD */
+	bool last_wqe_due;		/* entered ERR with an SRQ */
 	bool dying;			/* destroy_qp started: no new connection */
 	u32 num_sqe;
 	u32 num_rqe;
@@ -205,6 +220,7 @@ extern const struct ib_device_ops uiw_device_ops;
 void uiw_qp_get(struct uiw_qp *qp);
 void uiw_qp_put(struct uiw_qp *qp);
 struct uiw_qp *uiw_qp_lookup(struct uiw_dev *udev, u32 qpn);
+void uiw_qp_enter_state(struct uiw_qp *qp, enum ib_qp_state state);
 void uiw_qp_set_state(struct uiw_qp *qp, enum ib_qp_state state);
 bool uiw_qp_owned_by_current(struct uiw_qp *qp);
 void uiw_ucontext_signal(struct uiw_ucontext *uctx);

@@ -398,9 +398,11 @@ static struct uiw_dev *uiw_dev_alloc(struct net_device *netdev)
 	xa_init_flags(&udev->cep_xa, XA_FLAGS_ALLOC1);
 	spin_lock_init(&udev->cep_lock);
 	INIT_LIST_HEAD(&udev->cep_list);
-	/* Random starting points make QPNs and STags hard to guess (RFC 5040 §8). */
+	/*
+	 * A random starting point makes QPNs hard to guess (RFC 5040 §8); STag indexes are
+	 * random per registration (uiw_verbs.c).
+	 */
 	udev->qp_next = UIW_QPN_MIN + get_random_u32_below(1 << 16);
-	udev->mr_next = 1 + get_random_u32_below(1 << 16);
 
 	/*
 	 * Node GUID: the EUI-64 of the MAC with 0xff,0x75 ("u") instead of 0xff,0xfe in
@@ -429,6 +431,8 @@ static struct uiw_dev *uiw_dev_alloc(struct net_device *netdev)
 	ib_set_device_ops(ibdev, &uiw_device_ops);
 	ib_set_device_ops(ibdev, &uiw_main_ops);
 	ib_set_device_ops(ibdev, &uiw_sctp_dev_ops);	/* sysfs `llp` */
+	/* The provider arms CQs here (uiw_req_notify_cq): not in the core's default set. */
+	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
 
 	uiw_gid_collect(netdev, udev->gid);
 	return udev;

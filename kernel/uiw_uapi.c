@@ -66,7 +66,14 @@ err_file:
 	return rv;
 }
 
-/* Fire the CQ's completion event: ib_uverbs_comp_handler queues it on the channel. */
+/*
+ * Every event below is queued by uverbs in an allocation of its own until the owner reads
+ * it; none is charged to the caller. So each fires only on a condition the kernel saw
+ * arise (an arm, a state change, an armed limit), consumed by the event: a context that
+ * calls these methods in a loop and never reads queues at most one event per condition.
+ */
+
+/* Fire the CQ's completion event if the CQ is armed (uiw_req_notify_cq). */
 static int UVERBS_HANDLER(UIW_METHOD_CQ_SIGNAL)(struct uverbs_attr_bundle *attrs)
 {
 	struct ib_cq *ibcq =
@@ -74,6 +81,9 @@ static int UVERBS_HANDLER(UIW_METHOD_CQ_SIGNAL)(struct uverbs_attr_bundle *attrs
 
 	if (IS_ERR(ibcq))
 		return PTR_ERR(ibcq);
+	if (!test_and_clear_bit(UIW_CQ_ARMED, &to_ucq(ibcq)->flags))
+		return -EAGAIN;
+	/* ib_uverbs_comp_handler queues it on the completion channel. */
 	if (ibcq->comp_handler)
 		ibcq->comp_handler(ibcq, ibcq->cq_context);
 	return 0;
@@ -88,6 +98,45 @@ static int uiw_event_type(struct uverbs_attr_bundle *attrs, u32 *type)
 	return uverbs_copy_from(type, attrs, UIW_ATTR_EVENT_TYPE);
 }
 
+/* -EINVAL for a type the QP cannot raise, -EALREADY when it is not due. */
+static int uiw_qp_event_due(struct uiw_qp *qp, u32 type)
+{
+	int rv = 0;
+
+	spin_lock_bh(&qp->lock);
+	switch (type) {
+	case IB_EVENT_QP_FATAL:
+	case IB_EVENT_QP_REQ_ERR:
+	case IB_EVENT_QP_ACCESS_ERR:
+		/*
+		 * The engine is in Error (RDMAP §5.4 Terminate, or the LLP failed): one
+		 * such event between two RESETs (the kernel may have seen the connection
+		 * end and entered Error first).
+		 */
+		if (qp->state == IB_QPS_RESET || qp->fatal_sent) {
+			rv = -EALREADY;
+			break;
+		}
+		qp->fatal_sent = true;
+		uiw_qp_enter_state(qp, IB_QPS_ERR);
+		break;
+	case IB_EVENT_SQ_DRAINED:
+		if (!qp->sq_drained_due)
+			rv = -EALREADY;
+		qp->sq_drained_due = false;
+		break;
+	case IB_EVENT_QP_LAST_WQE_REACHED:
+		if (!qp->last_wqe_due)
+			rv = -EALREADY;
+		qp->last_wqe_due = false;
+		break;
+	default:
+		rv = -EINVAL;
+	}
+	spin_unlock_bh(&qp->lock);
+	return rv;
+}
+
 static int UVERBS_HANDLER(UIW_METHOD_QP_EVENT)(struct uverbs_attr_bundle *attrs)
 {
 	struct ib_qp *ibqp = uverbs_attr_get_obj(attrs, UIW_ATTR_EVENT_HANDLE);
@@ -100,19 +149,9 @@ static int UVERBS_HANDLER(UIW_METHOD_QP_EVENT)(struct uverbs_attr_bundle *attrs)
 	rv = uiw_event_type(attrs, &type);
 	if (rv)
 		return rv;
-	switch (type) {
-	case IB_EVENT_QP_FATAL:
-	case IB_EVENT_QP_REQ_ERR:
-	case IB_EVENT_QP_ACCESS_ERR:
-		/* The engine is in Error (RDMAP §5.4 Terminate, or the LLP failed). */
-		uiw_qp_set_state(to_uqp(ibqp), IB_QPS_ERR);
-		break;
-	case IB_EVENT_SQ_DRAINED:
-	case IB_EVENT_QP_LAST_WQE_REACHED:
-		break;
-	default:
-		return -EINVAL;
-	}
+	rv = uiw_qp_event_due(to_uqp(ibqp), type);
+	if (rv)
+		return rv;
 	ev.device = ibqp->device;
 	ev.element.qp = ibqp;
 	ev.event = type;
@@ -121,6 +160,7 @@ static int UVERBS_HANDLER(UIW_METHOD_QP_EVENT)(struct uverbs_attr_bundle *attrs)
 	return 0;
 }
 
+/* IBV_EVENT_CQ_ERR: a completion found the CQ full; the CQ is unusable after it, so once. */
 static int UVERBS_HANDLER(UIW_METHOD_CQ_EVENT)(struct uverbs_attr_bundle *attrs)
 {
 	struct ib_cq *ibcq = uverbs_attr_get_obj(attrs, UIW_ATTR_EVENT_HANDLE);
@@ -135,12 +175,38 @@ static int UVERBS_HANDLER(UIW_METHOD_CQ_EVENT)(struct uverbs_attr_bundle *attrs)
 		return rv;
 	if (type != IB_EVENT_CQ_ERR)
 		return -EINVAL;
+	if (test_and_set_bit(UIW_CQ_ERR_SENT, &to_ucq(ibcq)->flags))
+		return -EALREADY;
 	ev.device = ibcq->device;
 	ev.element.cq = ibcq;
 	ev.event = type;
 	if (ibcq->event_handler)
 		ibcq->event_handler(&ev, ibcq->cq_context);
 	return 0;
+}
+
+/*
+ * IBV_EVENT_SRQ_LIMIT_REACHED fires once per armed limit and disarms it, as ibv_modify_srq
+ * defines; IBV_EVENT_SRQ_ERR once per SRQ.
+ */
+static int uiw_srq_event_due(struct uiw_srq *srq, u32 type)
+{
+	int rv = 0;
+
+	spin_lock_bh(&srq->srq_lock);
+	if (type == IB_EVENT_SRQ_LIMIT_REACHED) {
+		if (!srq->limit)
+			rv = -EALREADY;
+		srq->limit = 0;
+	} else if (type == IB_EVENT_SRQ_ERR) {
+		if (srq->err_sent)
+			rv = -EALREADY;
+		srq->err_sent = true;
+	} else {
+		rv = -EINVAL;
+	}
+	spin_unlock_bh(&srq->srq_lock);
+	return rv;
 }
 
 static int UVERBS_HANDLER(UIW_METHOD_SRQ_EVENT)(struct uverbs_attr_bundle *attrs)
@@ -155,10 +221,9 @@ static int UVERBS_HANDLER(UIW_METHOD_SRQ_EVENT)(struct uverbs_attr_bundle *attrs
 	rv = uiw_event_type(attrs, &type);
 	if (rv)
 		return rv;
-	if (type == IB_EVENT_SRQ_LIMIT_REACHED)
-		to_usrq(ibsrq)->limit = 0;	/* the limit fires once, then disarms */
-	else if (type != IB_EVENT_SRQ_ERR)
-		return -EINVAL;
+	rv = uiw_srq_event_due(to_usrq(ibsrq), type);
+	if (rv)
+		return rv;
 	ev.device = ibsrq->device;
 	ev.element.srq = ibsrq;
 	ev.event = type;

@@ -321,6 +321,7 @@ static int uiw_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 			     &udev->srq_next, GFP_KERNEL);
 	if (rv < 0)
 		goto err_count;
+	spin_lock_init(&srq->srq_lock);
 	srq->num_rqe = attr->max_wr;
 	srq->limit = attr->srq_limit;
 
@@ -349,7 +350,9 @@ static int uiw_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 	if (mask & IB_SRQ_LIMIT) {
 		if (attr->srq_limit > srq->num_rqe)
 			return -EINVAL;
+		spin_lock_bh(&srq->srq_lock);
 		srq->limit = attr->srq_limit;
+		spin_unlock_bh(&srq->srq_lock);
 	}
 	return 0;
 }
@@ -360,7 +363,9 @@ static int uiw_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
 
 	attr->max_wr = srq->num_rqe;
 	attr->max_sge = UIW_MAX_SGE;
+	spin_lock_bh(&srq->srq_lock);
 	attr->srq_limit = srq->limit;
+	spin_unlock_bh(&srq->srq_lock);
 	return 0;
 }
 
@@ -405,6 +410,32 @@ static int uiw_check_mapped(u64 start, u64 len)
 	return rv;
 }
 
+/*
+ * A random index per registration: a peer that knows one STag (its own, or one it was
+ * given) learns nothing about the STags registered before or after it. At most
+ * UIW_MAX_MR of the 2^24 indexes are in use (1/16), so a random try fails with
+ * probability 1/16 at worst; after a few, take the first free index above a random one.
+ */
+static int uiw_stag_index_alloc(struct uiw_dev *udev, struct uiw_mr *mr,
+				u32 *idx)
+{
+	int i, rv;
+
+	for (i = 0; i < 4; i++) {
+		*idx = 1 + get_random_u32_below(UIW_STAG_IDX_MAX);
+		rv = xa_insert(&udev->mr_xa, *idx, mr, GFP_KERNEL);
+		if (rv != -EBUSY)
+			return rv;
+	}
+	rv = xa_alloc(&udev->mr_xa, idx, mr,
+		      XA_LIMIT(1 + get_random_u32_below(UIW_STAG_IDX_MAX),
+			       UIW_STAG_IDX_MAX), GFP_KERNEL);
+	if (rv != -EBUSY)
+		return rv;
+	return xa_alloc(&udev->mr_xa, idx, mr, XA_LIMIT(1, UIW_STAG_IDX_MAX),
+			GFP_KERNEL);
+}
+
 static struct ib_mr *uiw_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 len,
 				     u64 iova, int access, struct ib_udata *udata)
 {
@@ -432,9 +463,7 @@ static struct ib_mr *uiw_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 len,
 		rv = -ENOMEM;
 		goto err_count;
 	}
-	rv = xa_alloc_cyclic(&udev->mr_xa, &idx, mr,
-			     XA_LIMIT(1, UIW_STAG_IDX_MAX), &udev->mr_next,
-			     GFP_KERNEL);
+	rv = uiw_stag_index_alloc(udev, mr, &idx);
 	if (rv < 0)
 		goto err_free;
 	/* STag = 24-bit index | 8-bit key; a fresh random key per registration. */
@@ -505,10 +534,30 @@ bool uiw_qp_owned_by_current(struct uiw_qp *qp)
 	return qp->owner == task_tgid(current);
 }
 
+/*
+ * Change the shadow state under qp->lock, and allow the async event the change makes due:
+ * SQ_DRAINED on entering SQD, LAST_WQE_REACHED on entering ERR with an SRQ (the verbs
+ * events of those transitions); RESET withdraws both and allows a QP error event again.
+ */
+void uiw_qp_enter_state(struct uiw_qp *qp, enum ib_qp_state state)
+{
+	lockdep_assert_held(&qp->lock);
+	if (state == IB_QPS_SQD && qp->state != IB_QPS_SQD)
+		qp->sq_drained_due = true;
+	if (state == IB_QPS_ERR && qp->state != IB_QPS_ERR && qp->ibqp.srq)
+		qp->last_wqe_due = true;
+	if (state == IB_QPS_RESET) {
+		qp->sq_drained_due = false;
+		qp->last_wqe_due = false;
+		qp->fatal_sent = false;
+	}
+	qp->state = state;
+}
+
 void uiw_qp_set_state(struct uiw_qp *qp, enum ib_qp_state state)
 {
 	spin_lock_bh(&qp->lock);
-	qp->state = state;
+	uiw_qp_enter_state(qp, state);
 	spin_unlock_bh(&qp->lock);
 }
 
@@ -643,7 +692,7 @@ static int uiw_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 			close = true;
 		if (next == IB_QPS_ERR && qp->state != IB_QPS_ERR)
 			close = abrupt = true;
-		qp->state = next;
+		uiw_qp_enter_state(qp, next);
 	}
 	if (mask & IB_QP_ACCESS_FLAGS)
 		qp->access_flags = attr->qp_access_flags;
@@ -781,9 +830,18 @@ static int uiw_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 	return -EOPNOTSUPP;
 }
 
+/*
+ * ibv_req_notify_cq (the provider sends the write command, IB_USER_VERBS_CMD_REQ_NOTIFY_CQ):
+ * the ring is in user memory, so the provider decides which completion matches the arm;
+ * the kernel only counts arms. UIW_METHOD_CQ_SIGNAL fires one event per arm, as a hardware
+ * CQ raises one per arm doorbell: a context cannot queue completion events by calling it.
+ */
 static int uiw_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 {
-	return -EOPNOTSUPP;
+	if (!ibcq->uobject)
+		return -EOPNOTSUPP;	/* no kernel consumers: nothing polls from here */
+	set_bit(UIW_CQ_ARMED, &to_ucq(ibcq)->flags);
+	return 0;
 }
 
 const struct ib_device_ops uiw_device_ops = {

@@ -1,6 +1,6 @@
 // libuiw data path: post_send / post_recv / post_srq_recv, poll_cq and req_notify_cq. No system
-// call on this path except the socket I/O of inline progress passes and a sched_yield after a
-// transmit or an empty, idle poll (give_way); the translation between ibv_* and the engine's
+// call on this path except the socket I/O of inline progress passes, a sched_yield after a
+// transmit or an empty, idle poll (give_way) and req_notify_cq's arm command; the translation between ibv_* and the engine's
 // types is table-driven (map_*).
 #include <sched.h>
 
@@ -246,7 +246,11 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
   return total;
 }
 
+// uiw.ko fires one completion event per arm it has seen (it cannot read the ring, and an
+// event it queued for nothing would cost kernel memory), so the kernel is armed first: a
+// completion that arrives between the two arms then finds the kernel armed.
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) noexcept {
+  if (int rc = ibv_cmd_req_notify_cq(ibcq, solicited_only)) return rc;
   to_cq(ibcq)->cq->arm(solicited_only != 0);
   return 0;
 }

@@ -229,6 +229,7 @@ int ibv_cmd_create_cq(ibv_context* context, int cqe, ibv_comp_channel* channel, 
                       ibv_cq* cq, void* cmd, size_t cmd_size, ib_uverbs_create_cq_resp* resp,
                       size_t resp_size);
 int ibv_cmd_destroy_cq(ibv_cq* cq);
+int ibv_cmd_req_notify_cq(ibv_cq* cq, int solicited_only);
 // What ibv_create_cq does after the provider (context, channel reference, cq_context, the
 // event mutex and condition); a provider of create_cq_ex calls it itself.
 void verbs_init_cq(ibv_cq* cq, ibv_context* context, ibv_comp_channel* channel, void* cq_context);
