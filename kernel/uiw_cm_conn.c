@@ -138,6 +138,38 @@ void uiw_cm_send_reject(struct uiw_cep *cep, const void *pd, u8 pd_len)
 			     pd_len);
 }
 
+/*
+ * The listener's backlog is full of children still waiting for their MPA Request: expire
+ * the oldest now rather than refuse the new connection. An Initiator sends its Request as
+ * soon as TCP is up (RFC 5044 §7.1), so a peer that holds connections open without one
+ * cannot keep the next legitimate connection out; it only loses its oldest. False if none
+ * could be expired (its worker is running): the new connection is refused then.
+ */
+static bool uiw_cm_expire_oldest_child(struct uiw_cep *lcep)
+{
+	struct uiw_dev *udev = lcep->udev;
+	struct uiw_cep *old;
+	bool expired = false;
+
+	spin_lock_bh(&udev->cep_lock);
+	old = list_first_entry_or_null(&lcep->children, struct uiw_cep,
+				       child_entry);
+	if (old)
+		uiw_cep_get(old);
+	spin_unlock_bh(&udev->cep_lock);
+	if (!old)
+		return false;
+	if (mutex_trylock(&old->lock)) {
+		if (old->state == UIW_CEP_AWAIT_MPAREQ) {
+			uiw_cep_arm_timer(old, 0);	/* uiw_cep_timeout drops it */
+			expired = true;
+		}
+		mutex_unlock(&old->lock);
+	}
+	uiw_cep_put(old);
+	return expired;
+}
+
 void uiw_cm_listen_accept(struct uiw_cep *lcep)
 {
 	struct uiw_dev *udev = lcep->udev;
@@ -158,7 +190,7 @@ void uiw_cm_listen_accept(struct uiw_cep *lcep)
 		spin_lock_bh(&udev->cep_lock);
 		full = lcep->num_children >= lcep->backlog;
 		spin_unlock_bh(&udev->cep_lock);
-		if (!full)
+		if (!full || uiw_cm_expire_oldest_child(lcep))
 			cep = uiw_cep_alloc(udev);
 		if (!cep) {
 			sock_release(s);

@@ -358,19 +358,21 @@ static void uiw_rtr_fail(struct uiw_qp *qp, int err)
 		.element.qp = &qp->ibqp,
 		.event = IB_EVENT_QP_FATAL,
 	};
-	bool report;
+	bool report, event = false;
 
 	spin_lock_bh(&qp->lock);
 	report = !qp->dying && !qp->rtr.err;
 	if (report) {
 		qp->rtr.err = err;
-		qp->state = IB_QPS_ERR;
+		event = !qp->fatal_sent;	/* one QP error event per RESET */
+		qp->fatal_sent = true;
+		uiw_qp_enter_state(qp, IB_QPS_ERR);
 	}
 	spin_unlock_bh(&qp->lock);
 	if (!report)
 		return;
 	uiw_dbg_qp(qp, "connect-on-RTR failed: %d\n", err);
-	if (qp->ibqp.event_handler)
+	if (event && qp->ibqp.event_handler)
 		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
 	uiw_ucontext_signal(qp->uctx);
 }
@@ -874,11 +876,15 @@ void uiw_rtr_cep_event(struct uiw_cep *cep, enum iw_cm_event_type type,
 
 	if (type != IW_CM_EVENT_CONNECT_REPLY || !status || !qp || !cep->active)
 		return;
-	/* No listener yet (TCP reset), or the peer QP is not in RTR yet: not final. */
-	if (status == -ECONNREFUSED &&
-	    (!pd_len || (!uiw_rtr_pd_decode(pd, pd_len, &rej) &&
-			 rej.type == UIW_RTR_PD_REJECT &&
-			 rej.reason == UIW_RTR_NOT_READY))) {
+	/*
+	 * Not final: no listener yet (TCP reset), the peer QP is not in RTR yet, or the
+	 * connection was reset before any Reply (the peer's listener was full and dropped it).
+	 */
+	if ((status == -ECONNRESET && !pd_len) ||
+	    (status == -ECONNREFUSED &&
+	     (!pd_len || (!uiw_rtr_pd_decode(pd, pd_len, &rej) &&
+			  rej.type == UIW_RTR_PD_REJECT &&
+			  rej.reason == UIW_RTR_NOT_READY)))) {
 		uiw_rtr_retry(qp);
 		return;
 	}

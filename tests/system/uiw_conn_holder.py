@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Holds idle TCP connections to a uiw listener (tests/system/uiw_listen_flood.sh).
+
+usage: uiw_conn_holder.py DST_ADDR DST_PORT COUNT SECONDS SRC_ADDR [SRC_PORT_MIN SRC_PORT_MAX]
+
+For SECONDS: keeps COUNT connections from SRC_ADDR to DST_ADDR:DST_PORT open without sending a
+byte (an MPA Request never comes), renewing every one that the listener drops; with a source
+port range (root: connect-on-RTR admits only privileged source ports) binds each to a port of
+it. Prints one summary line, "holder: ...", and exits 0.
+"""
+import socket
+import sys
+import time
+
+dst, dport, count, secs, src = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+ports = range(int(sys.argv[6]), int(sys.argv[7]) + 1) if len(sys.argv) > 7 else None
+
+held, opened, dropped, next_port, most = [], 0, 0, 0, 0
+end = time.time() + secs
+while time.time() < end:
+    while len(held) < count and time.time() < end:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.settimeout(1)
+        try:
+            if ports:
+                next_port = (next_port + 1) % len(ports)
+                s.bind((src, ports[next_port]))
+            else:
+                s.bind((src, 0))
+            s.connect((dst, dport))
+            s.setblocking(False)
+            held.append(s)
+            opened += 1
+        except OSError:
+            s.close()
+            time.sleep(0.02)
+            break
+    most = max(most, len(held))
+    for s in list(held):
+        try:
+            if s.recv(1) == b"":
+                raise OSError("closed")
+        except BlockingIOError:
+            continue
+        except OSError:
+            s.close()
+            held.remove(s)
+            dropped += 1
+    time.sleep(0.05)
+print(f"holder: {count} wanted, at most {most} held at once, {opened} opened, {dropped} dropped by the listener")

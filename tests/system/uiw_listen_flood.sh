@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# needs: uiw
+# timeout: 600
+# Listener backlog exhaustion (kernel/uiw_cm_conn.c): idle connections that never send an MPA
+# Request must not keep legitimate connections out. Before, a listener whose backlog was full
+# of such children closed every new connection, so ~130 idle connections renewed every 5 s
+# failed every legitimate connect; now the oldest idle child is dropped for the newcomer, and a
+# connect-on-RTR initiator whose connection is reset before any Reply retries.
+#   rdma_cm: nobody holds 130 idle connections to an `rping -s` listener (backlog 3) on uiw0
+#     while `rping -c -V` from uiw1 runs 20 verified pings: it must pass.
+#   connect-on-RTR: root on the initiator's host (the only one who may bind the privileged
+#     source ports the service admits) holds 130 idle connections from ports 600-999 to the
+#     responder's rtr_port while `ibv_rc_pingpong -g 0 -c` runs: it must pass.
+source "$UIW_ROOT/tests/system/lib.sh"
+source "$UIW_ROOT/tests/system/interop_lib.bash"
+rtr_port=$(cat /sys/module/uiw/parameters/rtr_port)
+interop_setup
+cp "$UIW_ROOT/tests/system/uiw_conn_holder.py" holder.py
+chmod 755 . holder.py
+as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-all -- "$@"; }
+
+start_bg cm-server rping -s -a "$UIW0_ADDR" -p 7940 -C 20 -S 2000 -V -v
+wait_cm_listen 7940
+start_bg cm-holder as_nobody /usr/bin/python3 holder.py "$UIW0_ADDR" 7940 130 40 "$UIW1_ADDR"
+sleep 8
+run_fg cm-client 300 rping -c -a "$UIW0_ADDR" -I "$UIW1_ADDR" -p 7940 -C 20 -S 2000 -V -v
+wait_bg cm-server 60
+for side in client server; do
+  n=$(grep -c 'ping data: rdma-ping-' "cm-$side.log" || true)
+  [ "$n" = 20 ] || { show "cm-$side" | tail -n 20; fail "rdma_cm $side: $n verified pings, want 20"; }
+done
+wait_bg cm-holder 60
+show cm-holder
+log "PASS rdma_cm listener: 20 x 2000 bytes verified beside $(grep -o 'at most.*' cm-holder.log)"
+
+# The RTR service listens only while a responder QP waits in RTR: the holder starts first and
+# fills the listener as soon as it appears.
+start_bg rtr-holder /usr/bin/python3 holder.py "$UIW1_ADDR" "$rtr_port" 130 60 "$UIW0_ADDR" 600 999
+start_bg rtr-server ibv_rc_pingpong -d "$UIW1_DEV" -g 0 -p 18660 -c -n 100
+wait_tcp_listen 18660
+sleep 8
+run_fg rtr-client 300 ibv_rc_pingpong -d "$UIW0_DEV" -g 0 -p 18660 -c -n 100 "$UIW1_ADDR"
+wait_bg rtr-server 60
+for side in client server; do
+  expect "rtr-$side" '100 iters in ' "connect-on-RTR $side did not finish"
+done
+wait_bg rtr-holder 90
+show rtr-holder
+log "PASS connect-on-RTR: $(grep -h ' iters in ' rtr-client.log) beside $(grep -o 'at most.*' rtr-holder.log)"
+echo "PASS: idle connections do not keep legitimate ones out"
