@@ -293,6 +293,16 @@ static void cq_signal(struct verbs *v)
 	struct ib_uverbs_comp_event_desc desc = {};
 	struct pollfd p = { .fd = v->channel, .events = POLLIN };
 
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_req_notify_cq cmd;
+	} arm = { .cmd = { .cq_handle = v->cq } };
+
+	/* The kernel queues a completion event only for an armed CQ: unarmed is EAGAIN. */
+	if (!verbs_ioctl(v->fd, UVERBS_OBJECT_CQ, UIW_METHOD_CQ_SIGNAL, &a, 1) || errno != EAGAIN)
+		die("CQ_SIGNAL on an unarmed CQ was not refused with EAGAIN");
+	if (uverbs_write(v->fd, IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, &arm, sizeof(arm), 0))
+		die("REQ_NOTIFY_CQ");
 	if (verbs_ioctl(v->fd, UVERBS_OBJECT_CQ, UIW_METHOD_CQ_SIGNAL, &a, 1))
 		die("CQ_SIGNAL");
 	/* What ibv_get_cq_event() reads: the CQ's user handle on its completion channel. */

@@ -75,7 +75,17 @@ wait_cm_listen() {
     sleep 0.2
   done
   rdma res show cm_id >&2 || true
+  show_exited_bg
   fail "no rdma_cm listener on port $port after ${secs}s"
+}
+
+# show_exited_bg: prints the log of every background job that has already ended: a server
+# that died before listening says why there.
+show_exited_bg() {
+  local name
+  for name in "${!BG_PID[@]}"; do
+    kill -0 "${BG_PID[$name]}" 2>/dev/null || show "$name" >&2
+  done
 }
 
 # wait_tcp_listen PORT: waits until something listens on TCP PORT (ibv_rc_pingpong's own
@@ -86,6 +96,7 @@ wait_tcp_listen() {
     ss -Hltn "sport = :$1" | grep -q . && return 0
     sleep 0.2
   done
+  show_exited_bg
   fail "nothing listens on TCP port $1"
 }
 
