@@ -188,6 +188,16 @@ void uiw_sk_assoc(struct uiw_cep *cep, struct socket *s, enum uiw_sk_mode mode,
 	write_unlock_bh(&sk->sk_callback_lock);
 }
 
+/* End of the setup exchange: the socket's own data_ready again (state_change stays). */
+static void uiw_sk_restore_data_ready(struct uiw_cep *cep)
+{
+	struct sock *sk = cep->sock->sk;
+
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_data_ready = cep->sk_data_ready;
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
 /*
  * Handed-over socket: watch it from its wait queue (struct socket's, so a child accepted on
  * it by its owner starts without us), and only for the peer's FIN or RST, which is all that
@@ -204,7 +214,16 @@ static void uiw_sk_watch_check(struct uiw_cep *cep)
 static int uiw_sk_watch_wake(struct wait_queue_entry *wq, unsigned int mode,
 			     int sync, void *key)
 {
-	uiw_sk_watch_check(container_of(wq, struct uiw_cep, watch));
+	struct uiw_cep *cep = container_of(wq, struct uiw_cep, watch);
+
+	/*
+	 * The end of an SCTP association shows only in the association (uiw_sctp_assoc_ended,
+	 * process context); sk_state_change (sock_def_wakeup) wakes without a poll key.
+	 */
+	if (!key && cep->sock->sk->sk_protocol == IPPROTO_SCTP)
+		uiw_cep_post(cep, UIW_CEP_EV_STATE);
+	else
+		uiw_sk_watch_check(cep);
 	return 0;
 }
 
@@ -458,13 +477,12 @@ void uiw_cep_enter_rdma_mode(struct uiw_cep *cep)
 	struct uiw_cep_params *p = &cep->params;
 	struct uiw_conn_info *info = &cep->info;
 	struct sockaddr_storage local = {}, remote = {};
-	struct sock *sk = cep->sock->sk;
 	struct uiw_qp *qp = cep->qp;
 
 	uiw_cep_cancel_timer(cep);
-	write_lock_bh(&sk->sk_callback_lock);
-	sk->sk_data_ready = cep->sk_data_ready;
-	write_unlock_bh(&sk->sk_callback_lock);
+	/* Until its Accept is acknowledged, an SCTP socket stays ours (uiw_cep_accept_ack). */
+	if (!cep->accept_unacked)
+		uiw_sk_restore_data_ready(cep);
 
 	kernel_getsockname(cep->sock, (struct sockaddr *)&local);
 	kernel_getpeername(cep->sock, (struct sockaddr *)&remote);
@@ -500,14 +518,34 @@ void uiw_cep_enter_rdma_mode(struct uiw_cep *cep)
  * Just before the connected upcall (under cep->lock, so a TAKE_SOCKET waits for the upcall):
  * wake the owner first, so that an application that sees ESTABLISHED finds the readiness
  * eventfd already signalled; and catch a close that came during the MPA exchange (handled
- * by the work queue, after the upcall).
+ * by the work queue, after the upcall). An SCTP Accept not yet acknowledged defers the wake
+ * to uiw_cep_accept_ack, within UIW_ACCEPT_ACK_TIMEOUT.
  */
 void uiw_cep_connected(struct uiw_cep *cep)
 {
 	cep->connected = true;
+	if (cep->accept_unacked) {
+		uiw_cep_arm_timer(cep, UIW_ACCEPT_ACK_TIMEOUT);
+		return;
+	}
 	uiw_ucontext_signal(cep->qp->uctx);
 	if (uiw_sk_peer_gone(cep->sock->sk))
 		uiw_cep_post(cep, UIW_CEP_EV_STATE);
+}
+
+/*
+ * SCTP passive side in RDMA mode, on data_ready: once the peer acknowledged our Accept, the
+ * socket is its owner's (uiw_sctp_send_accept says why it waits).
+ */
+static void uiw_cep_accept_ack(struct uiw_cep *cep)
+{
+	if (cep->state != UIW_CEP_RDMA_MODE || !cep->sock ||
+	    !uiw_sctp_accept_acked(cep))
+		return;
+	cep->accept_unacked = false;
+	uiw_cep_cancel_timer(cep);
+	uiw_sk_restore_data_ready(cep);
+	uiw_cep_connected(cep);
 }
 
 /* The peer closed (FIN or RST) an RDMA-mode connection, or our graceful close ended. */
@@ -546,6 +584,29 @@ void uiw_cep_conn_abort(struct uiw_cep *cep)
 
 /* Event dispatch */
 
+/* Process context: the peer closed or reset, or the SCTP association ended. */
+static bool uiw_cep_peer_gone(struct uiw_cep *cep)
+{
+	return uiw_sk_peer_gone(cep->sock->sk) ||
+	       (uiw_cep_sctp(cep) && uiw_sctp_assoc_ended(cep->sock));
+}
+
+/* SCTP passive side: the peer never acknowledged our Accept. */
+static void uiw_cep_accept_ack_timeout(struct uiw_cep *cep)
+{
+	uiw_dbg(cep->udev, "SCTP Accept not acknowledged\n");
+	cep->accept_unacked = false;
+	if (cep->qp)
+		uiw_qp_set_state(cep->qp, IB_QPS_ERR);
+	if (cep->rtr)
+		uiw_rtr_cep_event(cep, IW_CM_EVENT_CLOSE, -ETIMEDOUT, NULL, 0);
+	/*
+	 * The socket is shut down with linger 0 and goes to the owner like any closed one: its
+	 * provider finds the stream ended and flushes, and its close sends SCTP's ABORT.
+	 */
+	uiw_cep_conn_abort(cep);
+}
+
 static void uiw_cep_state(struct uiw_cep *cep)
 {
 	struct sock *sk;
@@ -573,12 +634,12 @@ static void uiw_cep_state(struct uiw_cep *cep)
 		uiw_cm_read(cep);
 		break;
 	case UIW_CEP_RECVD_MPAREQ:
-		if (uiw_sk_peer_gone(sk))
+		if (uiw_cep_peer_gone(cep))
 			uiw_cm_pending_drop(cep);
 		break;
 	case UIW_CEP_RDMA_MODE:
 	case UIW_CEP_CLOSING:
-		if (uiw_sk_peer_gone(sk))
+		if (uiw_cep_peer_gone(cep))
 			uiw_cep_conn_closed(cep);
 		break;
 	default:
@@ -595,7 +656,9 @@ static void uiw_cep_work(struct work_struct *work)
 	while ((ev = xchg(&cep->events, 0))) {
 		if (ev & BIT(UIW_CEP_EV_ACCEPT))
 			uiw_cm_listen_accept(cep);
-		if (ev & BIT(UIW_CEP_EV_READ))
+		if ((ev & BIT(UIW_CEP_EV_READ)) && cep->accept_unacked)
+			uiw_cep_accept_ack(cep);
+		else if (ev & BIT(UIW_CEP_EV_READ))
 			uiw_cm_read(cep);
 		if (ev & BIT(UIW_CEP_EV_STATE))
 			uiw_cep_state(cep);
@@ -628,6 +691,10 @@ static void uiw_cep_timeout(struct work_struct *work)
 			break;
 		case UIW_CEP_CLOSING:
 			uiw_cep_conn_abort(cep);
+			break;
+		case UIW_CEP_RDMA_MODE:
+			if (cep->accept_unacked)
+				uiw_cep_accept_ack_timeout(cep);
 			break;
 		default:
 			break;

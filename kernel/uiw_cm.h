@@ -80,6 +80,7 @@ struct uiw_cep {
 	struct file *file;		/* created at hand-off; owns sock from then on */
 	bool taken;			/* socket handed to user space */
 	bool connected;			/* CONNECT_REPLY(0) or ESTABLISHED upcalled */
+	bool accept_unacked;		/* SCTP passive: Accept not yet acknowledged */
 	bool disconnect_sent;
 	bool close_sent;
 
@@ -131,6 +132,7 @@ int uiw_iw_destroy_listen(struct iw_cm_id *id);
 #define UIW_MPAREQ_TIMEOUT (5 * HZ)	/* passive: MPA Request after TCP accept */
 #define UIW_ACCEPT_TIMEOUT (30 * HZ)	/* passive: iw_accept/iw_reject after CONNECT_REQUEST */
 #define UIW_CLOSE_TIMEOUT (10 * HZ)	/* graceful close: the peer's FIN after ours */
+#define UIW_ACCEPT_ACK_TIMEOUT (10 * HZ) /* SCTP passive: the peer's SACK of our Accept */
 
 /* uiw_cm.c: endpoint core shared by the active and passive sides. */
 void uiw_cep_get(struct uiw_cep *cep);

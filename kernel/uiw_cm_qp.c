@@ -167,7 +167,7 @@ struct file *uiw_cm_take_socket_prepare(struct uiw_qp *qp,
 	mutex_lock(&cep->lock);
 	if (cep->taken) {
 		file = ERR_PTR(-EALREADY);
-	} else if (!cep->connected) {
+	} else if (!cep->connected || cep->accept_unacked) {
 		file = ERR_PTR(cep->state == UIW_CEP_CLOSED ? -ENOTCONN :
 							      -EAGAIN);
 	} else if (!cep->sock) {

@@ -874,6 +874,11 @@ void uiw_rtr_cep_event(struct uiw_cep *cep, enum iw_cm_event_type type,
 	struct uiw_qp *qp = cep->qp;
 	struct uiw_rtr_pd rej;
 
+	/* Our side's connection failed after the Reply was sent (uiw_cm.c). */
+	if (type == IW_CM_EVENT_CLOSE && status && qp) {
+		uiw_rtr_fail(qp, status);
+		return;
+	}
 	if (type != IW_CM_EVENT_CONNECT_REPLY || !status || !qp || !cep->active)
 		return;
 	/*

@@ -4,7 +4,6 @@
  * DDP Stream Session Control exchange under iw_cm. See uiw_sctp.h.
  */
 #include <linux/device.h>
-#include <linux/delay.h>
 #include <linux/inetdevice.h>
 #include <linux/net.h>
 #include <linux/sctp.h>
@@ -21,8 +20,6 @@
 #include "uiw_sctp.h"
 
 #define UIW_SCTP_CTRL_HDR 4	/* DDP-SSN | Function Code */
-/* Passive side: how long to wait for the Accept to be acknowledged (see send_accept). */
-#define UIW_SCTP_ACCEPT_ACK_MS 2000
 
 /* sysfs: /sys/class/infiniband/<dev>/llp */
 
@@ -274,6 +271,7 @@ static bool uiw_sctp_unacked(struct socket *s)
 	lock_sock(sk);
 	asoc = list_first_entry_or_null(&sctp_sk(sk)->ep->asocs,
 					struct sctp_association, asocs);
+	/* sctp_outq_is_empty(), which sctp.ko does not export. */
 	if (asoc)
 		busy = asoc->outqueue.out_qlen || asoc->outqueue.outstanding_bytes ||
 		       !list_empty(&asoc->outqueue.retransmit);
@@ -282,25 +280,66 @@ static bool uiw_sctp_unacked(struct socket *s)
 }
 
 /*
+ * Process context. An association that ended (ABORT received or sent, COMM_LOST) leaves a
+ * TCP-style socket's sk_state at ESTABLISHED and its shutdown bits clear; only the
+ * association's own state, or its absence once freed, tells.
+ */
+bool uiw_sctp_assoc_ended(struct socket *s)
+{
+	struct sock *sk = s->sk;
+	struct sctp_association *asoc;
+	bool ended;
+
+	lock_sock(sk);
+	asoc = list_first_entry_or_null(&sctp_sk(sk)->ep->asocs,
+					struct sctp_association, asocs);
+	ended = !asoc || asoc->state == SCTP_STATE_CLOSED;
+	release_sock(sk);
+	return ended;
+}
+
+/*
+ * SCTP_SENDER_DRY_EVENT (RFC 6458 §6.1.9): a notification once nothing we sent is
+ * unacknowledged, at once if that is already so when subscribing. It wakes data_ready.
+ */
+static int uiw_sctp_sender_dry_events(struct socket *s, bool on)
+{
+	struct sctp_event ev = { .se_type = SCTP_SENDER_DRY_EVENT, .se_on = on };
+
+	return uiw_sctp_setopt(s, SCTP_EVENT, &ev, sizeof(ev));
+}
+
+/*
  * The Accept is the passive side's first chunk (DDP-SSN 0). Its DDP Segments follow
  * unordered and could overtake it, while the active side's kernel reads the socket until
  * the Accept: like the active side's rule of §6.6 ("determined by SCTP acking of the Data
- * Chunk"), the socket goes to its owner only once the Accept was acknowledged.
+ * Chunk"), the socket goes to its owner only once the Accept was acknowledged. Nothing
+ * waits here: cep->accept_unacked holds the socket back until the sender-dry notification
+ * (uiw_sctp_accept_acked), or the endpoint's timer, ends the wait.
  */
 int uiw_sctp_send_accept(struct uiw_cep *cep, const struct uiw_mpa_v2 *v2,
 			 const void *pd, u8 pd_len)
 {
 	struct uiw_mpa_v2 w = { .ird = v2->ird, .ord = v2->ord };
 	int rv = uiw_sctp_send_ctrl(cep, 0, UIW_SCTP_FN_ACCEPT, &w, pd, pd_len);
-	int waited = 0;
 
-	while (!rv && uiw_sctp_unacked(cep->sock) && waited < UIW_SCTP_ACCEPT_ACK_MS) {
-		if (uiw_sk_peer_gone(cep->sock->sk))
-			return -ECONNRESET;
-		usleep_range(500, 1000);
-		waited++;
-	}
+	rv = rv ?: uiw_sctp_sender_dry_events(cep->sock, true);
+	if (!rv)
+		cep->accept_unacked = true;
 	return rv;
+}
+
+/*
+ * On data_ready while cep->accept_unacked: true once the Accept is acknowledged; the
+ * notifications stop then (one left queued is skipped by the owner, as any but
+ * ASSOC_CHANGE). Reads nothing: the peer's first DDP Segments may be queued already.
+ */
+bool uiw_sctp_accept_acked(struct uiw_cep *cep)
+{
+	if (uiw_sctp_unacked(cep->sock))
+		return false;
+	uiw_sctp_sender_dry_events(cep->sock, false);
+	return true;
 }
 
 /* §6.3: a Reject only at the ULP's (or the setup policy's) direction; it is DDP-SSN 0. */

@@ -56,6 +56,10 @@ int uiw_sctp_send_initiate(struct uiw_cep *cep);
 int uiw_sctp_send_accept(struct uiw_cep *cep, const struct uiw_mpa_v2 *v2,
 			 const void *pd, u8 pd_len);
 int uiw_sctp_send_reject(struct uiw_cep *cep, const void *pd, u8 pd_len);
+/* Process context: the association is gone (see uiw_sctp.c). */
+bool uiw_sctp_assoc_ended(struct socket *s);
+/* Passive side, after the Accept: true once the peer acknowledged it (see uiw_sctp.c). */
+bool uiw_sctp_accept_acked(struct uiw_cep *cep);
 /*
  * Reads the peer's Session Control message into rx as an MPA frame would be: 0 (rx->bits,
  * rx->pd, rx->pd_len filled), -EAGAIN (nothing yet), -ECONNRESET (peer gone or Session
