@@ -19,6 +19,12 @@
  *                completion or DISCONNECTED, then exits 0
  *   idle         wait (receives posted) until the peer goes away: DISCONNECTED or a flushed
  *                receive, then exits 0
+ *   write-once   RDMA Write the whole target once (WINDOW x 64 KiB, a known pattern), then a
+ *                Send; exits 0 whether or not the connection survived it (prints what completed)
+ *   verify       wait for that Send, or for the connection's end; then count the target's
+ *                octets: the pattern, untouched (zero), or foreign (neither: placed data the
+ *                writer never sent); prints "target: correct C untouched U foreign F", then
+ *                disconnects and exits 0
  * Every wait is bounded (WAIT_SECS, 60 s by default for the stream/idle actions). Prints
  * progress lines and "PASS" at the end; failures print "FAIL: <what>" and exit 1.
  */
@@ -379,6 +385,12 @@ static void poll_events(struct conn *c)
 	rdma_ack_cm_event(ev);
 }
 
+/* The writer's pattern for target offset i (write_stream and write_once): never zero. */
+static char pattern_at(int i)
+{
+	return (char)(i * 7 % 255 + 1);
+}
+
 /*
  * Writes CHUNK-byte RDMA Writes into the peer's target, WINDOW outstanding, until the peer
  * goes away: an error completion or DISCONNECTED. Returns once that happened.
@@ -391,7 +403,7 @@ static void write_stream(struct conn *c, int secs)
 	int outstanding = 0, error = 0;
 
 	for (int i = 0; i < BUF; i++)
-		src[i] = (char)(i * 7 + 1);
+		src[i] = pattern_at(i);
 	while (!error && !c->disconnected && now_s() < end) {
 		struct ibv_wc wc[8];
 		int n;
@@ -445,6 +457,114 @@ static void write_stream(struct conn *c, int secs)
 	       error ? "error completion" : "DISCONNECTED");
 }
 
+/* write-once: the target once over, then a Send; reports what completed. */
+static void write_once(struct conn *c)
+{
+	char *src = c->buf + (NRECV + 1) * MSG;
+	char *out = c->buf + NRECV * MSG;
+	const double end = now_s() + 60;
+	int writes_ok = 0, send_done = 0, failed = 0, pending = 0;
+	struct ibv_send_wr *bad;
+
+	for (int i = 0; i < BUF; i++)
+		src[i] = pattern_at(i);
+	for (int slot = 0; slot < WINDOW; slot++) {
+		struct ibv_sge sge = {(uintptr_t)(src + slot * CHUNK), CHUNK, c->mr->lkey};
+		struct ibv_send_wr wr = {.wr_id = 2000 + slot, .sg_list = &sge, .num_sge = 1,
+					 .opcode = IBV_WR_RDMA_WRITE,
+					 .send_flags = IBV_SEND_SIGNALED};
+
+		wr.wr.rdma.remote_addr = c->peer.addr + slot * CHUNK;
+		wr.wr.rdma.rkey = c->peer.rkey;
+		CHECK(!ibv_post_send(c->id->qp, &wr, &bad), "ibv_post_send(write)");
+		pending++;
+	}
+	{
+		struct ibv_sge sge = {(uintptr_t)out, MSG, c->mr->lkey};
+		struct ibv_send_wr wr = {.wr_id = 3000, .sg_list = &sge, .num_sge = 1,
+					 .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED};
+
+		snprintf(out, MSG, "written");
+		CHECK(!ibv_post_send(c->id->qp, &wr, &bad), "ibv_post_send(send)");
+		pending++;
+	}
+	while (pending && now_s() < end) {
+		struct ibv_wc wc;
+		int n = ibv_poll_cq(c->cq, 1, &wc);
+
+		CHECK(n >= 0, "ibv_poll_cq");
+		if (!n) {
+			poll_events(c);
+			usleep(1000);
+			continue;
+		}
+		if (wc.wr_id < NRECV) {
+			c->recvs_posted--;
+			continue;
+		}
+		pending--;
+		if (wc.status != IBV_WC_SUCCESS)
+			failed++;
+		else if (wc.wr_id == 3000)
+			send_done = 1;
+		else
+			writes_ok++;
+	}
+	CHECK(!pending, "%s: %d work requests did not complete in 60 s", c->side, pending);
+	printf("%s: %d of %d writes and %d send completed, %d in error\n", c->side, writes_ok,
+	       WINDOW, send_done, failed);
+	fflush(stdout);
+}
+
+/* verify: the writer's Send, or the connection's end; then the target's octets counted. */
+static void verify_target(struct conn *c)
+{
+	const char *t = c->buf + (NRECV + 1) * MSG;
+	const double end = now_s() + 60;
+	int got = 0, gone = 0, correct = 0, untouched = 0, foreign = 0, first = -1;
+
+	while (!got && !gone && now_s() < end) {
+		struct ibv_wc wc;
+		int n = ibv_poll_cq(c->cq, 1, &wc);
+
+		CHECK(n >= 0, "ibv_poll_cq");
+		if (!n) {
+			poll_events(c);
+			gone = c->disconnected;
+			usleep(1000);
+			continue;
+		}
+		if (wc.wr_id < NRECV) {
+			c->recvs_posted--;
+			if (wc.status == IBV_WC_SUCCESS)
+				got = 1;
+			else
+				gone = 1;
+		}
+	}
+	CHECK(got || gone, "%s: neither the writer's Send nor an error within 60 s", c->side);
+	printf("%s: %s\n", c->side, got ? "the writer's Send arrived" : "the connection ended");
+	for (int i = 0; i < BUF; i++) {
+		if (t[i] == pattern_at(i)) {
+			correct++;
+		} else if (!t[i]) {
+			untouched++;
+		} else {
+			foreign++;
+			if (first < 0)
+				first = i;
+		}
+	}
+	printf("%s: target: correct %d untouched %d foreign %d", c->side, correct, untouched,
+	       foreign);
+	if (first >= 0)
+		printf(" (first at %d: 0x%02x, written 0x%02x)", first, (uint8_t)t[first],
+		       (uint8_t)pattern_at(first));
+	printf("\n");
+	fflush(stdout);
+	rdma_disconnect(c->id);
+}
+
 static int run_action(struct conn *c, const char *action)
 {
 	exchange(c);
@@ -460,6 +580,11 @@ static int run_action(struct conn *c, const char *action)
 	} else if (!strcmp(action, "write-stream")) {
 		write_stream(c, wait_secs(60));
 		wait_disconnected(c, 30);
+	} else if (!strcmp(action, "write-once")) {
+		write_once(c);
+		rdma_disconnect(c->id);
+	} else if (!strcmp(action, "verify")) {
+		verify_target(c);
 	} else if (!strcmp(action, "idle")) {
 		const int secs = wait_secs(60);
 
@@ -537,6 +662,6 @@ int main(int argc, char **argv)
 	fprintf(stderr,
 		"usage: uiw_cm_check reject-server ADDR PORT TEXT | reject-client DST SRC PORT TEXT\n"
 		"     | no-listener DST SRC PORT | server ADDR PORT ACTION | client DST SRC PORT "
-		"ACTION\n  ACTION: disconnect | wait-close | write-stream | idle\n");
+		"ACTION\n  ACTION: disconnect | wait-close | write-stream | idle | write-once | verify\n");
 	return 2;
 }
