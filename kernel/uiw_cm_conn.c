@@ -33,6 +33,7 @@
 #include <net/sock.h>
 #include <net/tcp.h>
 
+#include "uiw-setup.h"
 #include "uiw_cm.h"
 #include "uiw_sctp.h"
 
@@ -404,16 +405,9 @@ static void uiw_cm_proc_reply(struct uiw_cep *cep)
 			goto proto;
 		p->rtr = v2.write_rtr ? UIW_RTR_WRITE : UIW_RTR_READ;
 	}
-	if (enhanced) {
-		/* RFC 6581: no more outbound Reads than the peer's IRD... */
-		p->ord = min_t(u32, p->ord, v2.ird);
-		/* ...and enough IRD for the peer's ORD (else: insufficient IRD). */
-		if (v2.ord > p->ird) {
-			if (v2.ord > UIW_MAX_IRD)
-				goto proto;
-			p->ird = v2.ord;
-		}
-	}
+	/* RFC 6581 IRD/ORD; a peer ORD beyond our IRD limit is insufficient IRD. */
+	if (enhanced && uiw_settle_ird_ord(&p->ird, &p->ord, v2.ird, v2.ord, UIW_MAX_IRD))
+		goto proto;
 
 	/* Connect-on-RTR: the Reply must name our QP and its peer (uiw_rtr.c). */
 	if (cep->rtr && uiw_rtr_reply(cep, pd, pd_len))
@@ -622,15 +616,10 @@ int uiw_iw_accept(struct iw_cm_id *id, struct iw_cm_conn_param *param)
 	p->ird = param->ird;
 	p->ord = param->ord;
 	if (p->enhanced) {
-		/* RFC 6581: no more outbound Reads than the Initiator's IRD... */
-		p->ord = min_t(u32, p->ord, cep->peer_v2.ird);
-		/* ...and enough IRD for its ORD (relaxed: raise ours). */
-		if (cep->peer_v2.ord > p->ird) {
-			rv = -EINVAL;
-			if (cep->peer_v2.ord > UIW_MAX_IRD)
-				goto refuse;
-			p->ird = cep->peer_v2.ord;
-		}
+		rv = -EINVAL;
+		if (uiw_settle_ird_ord(&p->ird, &p->ord, cep->peer_v2.ird, cep->peer_v2.ord,
+				       UIW_MAX_IRD))
+			goto refuse;
 		/* The RTR type was chosen with the Request; a Read RTR needs one IRD. */
 		if (p->rtr == UIW_RTR_READ && !p->ird)
 			p->ird = 1;

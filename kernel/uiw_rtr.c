@@ -26,6 +26,7 @@
 #include <net/sock.h>
 #include <net/tcp.h>
 
+#include "uiw-setup.h"
 #include "uiw_cm.h"
 #include "uiw_sctp.h"
 
@@ -706,11 +707,9 @@ static int uiw_rtr_send_accept(struct uiw_cep *cep, const struct uiw_rtr_pd *rep
 	struct uiw_mpa_v2 v2 = {};
 	u8 buf[UIW_RTR_PD_LEN];
 
-	/* Never more outbound Reads than the initiator's IRD... */
-	p->ord = min_t(u32, UIW_MAX_ORD, peer->ird);
-	/* ...and at least its ORD inbound (relaxed IRD, within the device limit). */
-	p->ird = max_t(u32, p->ird, peer->ord);
-	if (p->ird > UIW_MAX_IRD)
+	/* ORD as large as the initiator's IRD allows: the application never set one. */
+	p->ord = UIW_MAX_ORD;
+	if (uiw_settle_ird_ord(&p->ird, &p->ord, peer->ird, peer->ord, UIW_MAX_IRD))
 		return -EINVAL;
 	uiw_rtr_pd_encode(buf, rep);
 	if (uiw_cep_sctp(cep)) {

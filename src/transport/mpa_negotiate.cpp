@@ -15,9 +15,21 @@
 #include "wire/bytes.h"
 #include "wire/mpa_frame.h"
 
+#include "uiw-setup.h"
+
 namespace uiw::transport {
 
 namespace {
+
+// RFC 6581 IRD/ORD with the peer's word: r holds our configured values on entry. The policy is
+// uiw.ko's own (uiw_settle_ird_ord), limited by the 14-bit field.
+int settle_ird_ord(MpaResult* r, const wire::MpaV2Params& peer) {
+  __u32 ird = r->ird, ord = r->ord;
+  if (uiw_settle_ird_ord(&ird, &ord, peer.ird, peer.ord, wire::kMpaV2IrdOrdMask)) return -EPROTO;
+  r->ird = static_cast<uint16_t>(ird);
+  r->ord = static_cast<uint16_t>(ord);
+  return 0;
+}
 
 using Clock = std::chrono::steady_clock;
 using wire::MpaFrame;
@@ -183,10 +195,9 @@ int mpa_initiate(int fd, const MpaConfig& cfg, MpaResult* result) {
   r.rejected = rep.reject;
   r.peer_private_data.assign(rep.private_data.begin(), rep.private_data.end());
   if (rep.v2 && req.v2) {
-    // RFC 6581 IRD/ORD: never more outstanding Reads than the peer can take, and no more
-    // inbound Reads than the peer will issue.
-    r.ord = std::min(cfg.ord, rep.v2->ird);
-    r.ird = std::min(cfg.ird, rep.v2->ord);
+    // RFC 6581 IRD/ORD, uiw.ko's policy (uiw-setup.h); a peer ORD beyond our IRD limit is
+    // insufficient IRD.
+    if (int e = settle_ird_ord(&r, *rep.v2); e < 0) return e;
     if (rep.v2->peer_to_peer) {
       int chosen = rep.v2->rtr_send + rep.v2->rtr_write + rep.v2->rtr_read;
       // The Responder must pick exactly one RTR type, and one we offered.
@@ -227,8 +238,7 @@ int mpa_respond(int fd, const MpaConfig& cfg, MpaResult* result,
   if (r.revision == wire::kMpaRevision2 && req.v2) {
     // RFC 6581: reply with the already reduced values (see mpa_negotiate.h).
     MpaV2Params p;
-    r.ord = std::min(cfg.ord, req.v2->ird);
-    r.ird = std::min(cfg.ird, req.v2->ord);
+    if (int e = settle_ird_ord(&r, *req.v2); e < 0) return e;
     p.ird = r.ird;
     p.ord = r.ord;
     if (req.v2->peer_to_peer && cfg.rtr != RtrType::None) {

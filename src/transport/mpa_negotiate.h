@@ -55,10 +55,10 @@ struct MpaResult {
 //    Request is -EPROTO. Revision 0 (pre-IETF MPA, RFC 5044 App. C) is refused (-EPROTO).
 //  * CRC: on if either frame has C=1 (RFC 5044 §4.4 / §7.1.1).
 //  * markers per direction: markers_tx = peer's M bit, markers_rx = our M bit (RFC 5044 §7.1.1).
-//  * IRD/ORD (RFC 6581 §3): the Responder replies with its already-reduced values
-//      responder.ord = min(responder.ord, initiator.ird), responder.ird = min(responder.ird,
-//      initiator.ord); each side's local ORD = min(own ORD, peer IRD) and local IRD =
-//      min(own IRD, peer ORD). So A's ORD == B's IRD in both directions.
+//  * IRD/ORD (RFC 6581 §3), uiw.ko's policy (kernel-abi/uiw-setup.h uiw_settle_ird_ord): each
+//      side's ORD = min(own ORD, peer IRD), and its IRD is raised to the peer's ORD (relaxed
+//      rule; the peer ORD over 0x3FFF fails with -EPROTO). The Responder replies with its
+//      settled values, so A's ORD <= B's IRD in both directions.
 //  * RTR (RFC 6581 §4): the initiator offers cfg.rtr (p2p bit + that one type); the Responder
 //    picks its cfg.rtr if offered, else the one offered; a Responder with rtr None, or a rev 1
 //    exchange, gives RtrType::None (no RTR).

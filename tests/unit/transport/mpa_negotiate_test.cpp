@@ -75,11 +75,12 @@ TEST(MpaNegotiateTest, Rev2DefaultsAndIrdOrdRule) {
   EXPECT_TRUE(o.ir.crc);
   EXPECT_TRUE(o.rr.crc);
   EXPECT_FALSE(o.ir.markers_tx || o.ir.markers_rx || o.rr.markers_tx || o.rr.markers_rx);
-  // Responder: ORD = min(16, initiator IRD 8), IRD = min(2, initiator ORD 4).
+  // Responder (uiw.ko's policy): ORD = min(16, initiator IRD 8); IRD 2 raised to the
+  // initiator's ORD 4.
   EXPECT_EQ(o.rr.ord, 8);
-  EXPECT_EQ(o.rr.ird, 2);
-  // Initiator: ORD = min(4, responder IRD 2), IRD = min(8, responder ORD 8).
-  EXPECT_EQ(o.ir.ord, 2);
+  EXPECT_EQ(o.rr.ird, 4);
+  // Initiator: ORD = min(4, responder IRD 4); IRD 8 already covers the responder's ORD 8.
+  EXPECT_EQ(o.ir.ord, 4);
   EXPECT_EQ(o.ir.ird, 8);
   // Each direction agrees: my ORD is never above the peer's IRD.
   EXPECT_EQ(o.ir.ord, o.rr.ird);
@@ -87,6 +88,23 @@ TEST(MpaNegotiateTest, Rev2DefaultsAndIrdOrdRule) {
   EXPECT_EQ(o.ir.rtr, RtrType::Write);
   EXPECT_EQ(o.rr.rtr, RtrType::Write);
   EXPECT_FALSE(o.ir.rejected);
+}
+
+// The relaxed IRD rule of RFC 6581 §3 as uiw.ko applies it: an initiator whose ORD exceeds
+// the responder's IRD gets it raised, not reduced (the negotiator once took the minimum).
+TEST(MpaNegotiateTest, ResponderRaisesIrdToInitiatorOrd) {
+  MpaConfig ic, rc;
+  ic.ird = 1;
+  ic.ord = 12;
+  rc.ird = 3;
+  rc.ord = 2;
+  Outcome o = negotiate(ic, rc);
+  ASSERT_EQ(o.irc, 0);
+  ASSERT_EQ(o.rrc, 0);
+  EXPECT_EQ(o.rr.ird, 12);
+  EXPECT_EQ(o.rr.ord, 1);
+  EXPECT_EQ(o.ir.ord, 12);
+  EXPECT_EQ(o.ir.ird, 1);
 }
 
 TEST(MpaNegotiateTest, Rev1RequestGetsRev1Reply) {
@@ -280,8 +298,8 @@ TEST(MpaNegotiateTest, RequestIsByteExactAndFpduAfterReplyStaysUnread) {
       0x61, 0x62,                                      // "ab"
   };
   EXPECT_EQ(request, expected);
-  EXPECT_EQ(r.ord, 4);  // min(16, peer IRD 4)
-  EXPECT_EQ(r.ird, 8);  // min(16, peer ORD 8)
+  EXPECT_EQ(r.ord, 4);   // min(16, peer IRD 4)
+  EXPECT_EQ(r.ird, 16);  // 16 already covers the peer's ORD 8
   EXPECT_EQ(r.rtr, RtrType::Write);
   EXPECT_TRUE(r.peer_private_data.empty());
   // mpa_initiate stopped exactly at the frame boundary (RFC 5044 §7.1.2 rule 7).
