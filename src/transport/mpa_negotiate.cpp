@@ -12,10 +12,9 @@
 #include <chrono>
 #include <optional>
 
+#include "uiw-setup.h"
 #include "wire/bytes.h"
 #include "wire/mpa_frame.h"
-
-#include "uiw-setup.h"
 
 namespace uiw::transport {
 
