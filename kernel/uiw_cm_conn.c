@@ -271,7 +271,7 @@ static void uiw_cm_proc_request(struct uiw_cep *cep)
 		/* RFC 6581: the IRD/ORD word leads the private data. */
 		if (pd_len < UIW_MPA_V2_LEN)
 			goto drop;
-		uiw_mpa_v2_decode(pd, &cep->peer_v2);
+		uiw_mpa_v2_parse(pd, &cep->peer_v2);
 		pd += UIW_MPA_V2_LEN;
 		pd_len -= UIW_MPA_V2_LEN;
 	}
@@ -369,7 +369,7 @@ static void uiw_cm_proc_reply(struct uiw_cep *cep)
 	if (enhanced) {
 		if (!p->enhanced || pd_len < UIW_MPA_V2_LEN)
 			goto proto;
-		uiw_mpa_v2_decode(pd, &v2);
+		uiw_mpa_v2_parse(pd, &v2);
 		pd += UIW_MPA_V2_LEN;
 		pd_len -= UIW_MPA_V2_LEN;
 	}

@@ -13,9 +13,6 @@
 
 #include "uiw_mpa.h"
 
-static const u8 uiw_mpa_key_req[UIW_MPA_KEY_LEN] = "MPA ID Req Frame";
-static const u8 uiw_mpa_key_rep[UIW_MPA_KEY_LEN] = "MPA ID Rep Frame";
-
 /* Read up to len bytes without blocking; 0 on EOF is reported as -ECONNRESET. */
 static int uiw_mpa_read(struct socket *sock, void *buf, size_t len)
 {
@@ -46,14 +43,8 @@ int uiw_mpa_recv(struct socket *sock, struct uiw_mpa_rx *rx, bool request)
 		rx->got += rv;
 		if (rx->got < UIW_MPA_HDR_LEN)
 			continue;
-		/* RFC 5044 §7.1.1: another key means this is no MPA peer: close. */
-		if (memcmp(rx->hdr, request ? uiw_mpa_key_req : uiw_mpa_key_rep,
-			   UIW_MPA_KEY_LEN))
-			return -EPROTO;
-		rx->bits = get_unaligned_be16(rx->hdr + 16);
-		rx->pd_len = get_unaligned_be16(rx->hdr + 18);
-		/* RFC 5044 §7.1.1: PD_Length above 512 is a malformed frame. */
-		if (rx->pd_len > UIW_MPA_MAX_PD)
+		/* Malformed (uiw-setup.h): RFC 5044 §7.1.2 closes the connection. */
+		if (uiw_mpa_hdr_parse(rx->hdr, request, &rx->bits, &rx->pd_len))
 			return -EPROTO;
 	}
 	while (rx->got < UIW_MPA_HDR_LEN + rx->pd_len) {
@@ -65,20 +56,6 @@ int uiw_mpa_recv(struct socket *sock, struct uiw_mpa_rx *rx, bool request)
 		rx->got += rv;
 	}
 	return 0;
-}
-
-/* Decode the RFC 6581 word at the start of the private data (4 bytes). */
-void uiw_mpa_v2_decode(const u8 *p, struct uiw_mpa_v2 *v2)
-{
-	u16 ird = get_unaligned_be16(p);
-	u16 ord = get_unaligned_be16(p + 2);
-
-	v2->ird = ird & UIW_MPA_V2_MASK;
-	v2->ord = ord & UIW_MPA_V2_MASK;
-	v2->p2p = ird & UIW_MPA_V2_P2P;
-	v2->send_rtr = ird & UIW_MPA_V2_SEND_RTR;
-	v2->write_rtr = ord & UIW_MPA_V2_WRITE_RTR;
-	v2->read_rtr = ord & UIW_MPA_V2_READ_RTR;
 }
 
 static void uiw_mpa_v2_encode(u8 *p, const struct uiw_mpa_v2 *v2)
@@ -115,8 +92,7 @@ int uiw_mpa_send(struct socket *sock, bool request, u16 bits,
 	int n = 1;
 	int rv;
 
-	memcpy(hdr, request ? uiw_mpa_key_req : uiw_mpa_key_rep,
-	       UIW_MPA_KEY_LEN);
+	memcpy(hdr, uiw_mpa_key(request), UIW_MPA_KEY_LEN);
 	put_unaligned_be16(bits, hdr + 16);
 	if (v2) {
 		uiw_mpa_v2_encode(hdr + UIW_MPA_HDR_LEN, v2);

@@ -63,16 +63,19 @@ static void uiw_rtr_pd_encode(u8 *b, const struct uiw_rtr_pd *pd)
 /* UIW_RTR_OK, or the reason to refuse the frame. */
 static int uiw_rtr_pd_decode(const u8 *b, u16 len, struct uiw_rtr_pd *pd)
 {
-	if (len < UIW_RTR_PD_LEN || get_unaligned_be32(b) != UIW_RTR_PD_MAGIC)
-		return UIW_RTR_BAD_PD;
-	pd->version = b[4];
-	pd->type = b[5];
-	pd->reason = get_unaligned_be16(b + 6);
-	pd->src_qpn = get_unaligned_be32(b + 8);
-	pd->dst_qpn = get_unaligned_be32(b + 12);
-	memcpy(pd->src.raw, b + 16, sizeof(pd->src.raw));
-	memcpy(pd->dst.raw, b + 32, sizeof(pd->dst.raw));
-	return pd->version == UIW_RTR_PD_VERSION ? UIW_RTR_OK : UIW_RTR_VERSION;
+	struct uiw_rtr_wire_pd w;
+	int rv = uiw_rtr_pd_parse(b, len, &w);	/* uiw-setup.h */
+
+	if (rv == UIW_RTR_BAD_PD)
+		return rv;
+	pd->version = w.version;
+	pd->type = w.type;
+	pd->reason = w.reason;
+	pd->src_qpn = w.src_qpn;
+	pd->dst_qpn = w.dst_qpn;
+	memcpy(pd->src.raw, w.src_gid, sizeof(pd->src.raw));
+	memcpy(pd->dst.raw, w.dst_gid, sizeof(pd->dst.raw));
+	return rv;
 }
 
 /* Addresses: GIDs are IPv6 or IPv4-mapped addresses (uiw-abi.h, GID table). */

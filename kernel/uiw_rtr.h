@@ -35,25 +35,7 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/iw_cm.h>
 
-#define UIW_RTR_PD_MAGIC 0x55495752	/* "UIWR" */
-#define UIW_RTR_PD_VERSION 1
-#define UIW_RTR_PD_LEN 48
-
-enum uiw_rtr_pd_type {
-	UIW_RTR_PD_REQUEST = 1,
-	UIW_RTR_PD_ACCEPT = 2,
-	UIW_RTR_PD_REJECT = 3,
-};
-
-enum uiw_rtr_reason {
-	UIW_RTR_OK = 0,
-	UIW_RTR_BAD_PD = 1,	/* not uiw connect-on-RTR private data */
-	UIW_RTR_VERSION = 2,	/* private data version not spoken here */
-	UIW_RTR_NO_QP = 3,	/* no such QP on the device at that address */
-	UIW_RTR_NOT_READY = 4,	/* the QP exists but is not in RTR yet (retryable) */
-	UIW_RTR_MISMATCH = 5,	/* the QP waits for another peer QPN or address */
-	UIW_RTR_BUSY = 6,	/* the QP is connected or connecting already */
-};
+#include "uiw-setup.h"
 
 /* Decoded private data. */
 struct uiw_rtr_pd {

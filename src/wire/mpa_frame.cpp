@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "uiw-setup.h"
 #include "wire/bytes.h"
 
 namespace uiw::wire {
@@ -31,16 +32,17 @@ void encode_mpa_v2_params(uint8_t* out4, const MpaV2Params& p) {
   store_be16(out4 + 2, ord);
 }
 
+// The parser uiw.ko uses (uiw-setup.h).
 MpaV2Params decode_mpa_v2_params(const uint8_t* in4) {
-  const uint16_t ird = load_be16(in4);
-  const uint16_t ord = load_be16(in4 + 2);
+  uiw_mpa_v2 w;
+  uiw_mpa_v2_parse(in4, &w);
   MpaV2Params p;
-  p.peer_to_peer = (ird & kMpaV2PeerToPeer) != 0;
-  p.rtr_send = (ird & kMpaV2ZeroLengthRtr) != 0;
-  p.rtr_write = (ord & kMpaV2WriteRtr) != 0;
-  p.rtr_read = (ord & kMpaV2ReadRtr) != 0;
-  p.ird = ird & kMpaV2IrdOrdMask;
-  p.ord = ord & kMpaV2IrdOrdMask;
+  p.peer_to_peer = w.p2p != 0;
+  p.rtr_send = w.send_rtr != 0;
+  p.rtr_write = w.write_rtr != 0;
+  p.rtr_read = w.read_rtr != 0;
+  p.ird = w.ird;
+  p.ord = w.ord;
   return p;
 }
 
@@ -90,34 +92,36 @@ void MpaFrameDecoder::fail(Error e, const char* detail) {
   error_detail_ = detail;
 }
 
-// Validates the 20-octet header; sets need_ to the full frame size.
+// Validates the 20-octet header with uiw.ko's parser (uiw-setup.h); sets need_ to the full
+// frame size.
 bool MpaFrameDecoder::parse_header() {
+  uint16_t bits = 0, pd_len = 0;
+  switch (uiw_mpa_hdr_parse(buf_.data(), expected_ == MpaFrameKind::Request, &bits, &pd_len)) {
+    case UIW_MPA_HDR_OK:
+      break;
+    case UIW_MPA_HDR_BAD_KEY:  // checked as the key arrived already
+      fail(Error::BadKey, "bad MPA key");
+      return false;
+    case UIW_MPA_HDR_BAD_REV:
+      // RFC 5044 §7.1.1: a receiver closes the connection if it cannot interoperate with the
+      // revision; uiw speaks Rev 1 (RFC 5044) and Rev 2 (RFC 6581).
+      fail(Error::UnsupportedRevision, "MPA revision is not 1 or 2");
+      return false;
+    case UIW_MPA_HDR_PD_TOO_LONG:
+      fail(Error::PrivateDataTooLong, "MPA PD_Length exceeds 512");
+      return false;
+    case UIW_MPA_HDR_NO_V2:
+      // RFC 6581 §7.1 (siw: reject when pd_len < sizeof(struct mpa_v2_data)).
+      fail(Error::MissingV2Params, "MPA Rev 2 enhanced frame without the IRD/ORD word");
+      return false;
+  }
   const uint8_t flags = buf_[kFlagsOffset];
-  const uint8_t rev = buf_[kRevOffset];
-  const size_t pd_len = load_be16(buf_.data() + kPdLengthOffset);
-  // RFC 5044 §7.1.1: a receiver closes the connection if it cannot interoperate with the
-  // revision; uiw speaks Rev 1 (RFC 5044) and Rev 2 (RFC 6581).
-  if (rev != kMpaRevision1 && rev != kMpaRevision2) {
-    fail(Error::UnsupportedRevision, "MPA revision is not 1 or 2");
-    return false;
-  }
-  // RFC 5044 §7.1.1: PD_Length larger than 512 is an error (close the connection).
-  if (pd_len > kMpaMaxPrivateData) {
-    fail(Error::PrivateDataTooLong, "MPA PD_Length exceeds 512");
-    return false;
-  }
-  const bool enhanced = rev == kMpaRevision2 && (flags & kMpaFlagEnhanced) != 0;
-  // RFC 6581 §7.1 (siw: reject when pd_len < sizeof(struct mpa_v2_data)).
-  if (enhanced && pd_len < kMpaV2ParamsSize) {
-    fail(Error::MissingV2Params, "MPA Rev 2 enhanced frame without the IRD/ORD word");
-    return false;
-  }
   frame_.kind = expected_;
   frame_.markers = (flags & kMpaFlagMarkers) != 0;
   frame_.crc = (flags & kMpaFlagCrc) != 0;
   // R is meaningful in a Reply only ("Request: 0, not checked").
   frame_.reject = expected_ == MpaFrameKind::Reply && (flags & kMpaFlagReject) != 0;
-  frame_.revision = rev;
+  frame_.revision = static_cast<uint8_t>(bits & UIW_MPA_REV_MASK);
   need_ = kMpaFrameHeaderSize + pd_len;
   return true;
 }
@@ -147,8 +151,8 @@ size_t MpaFrameDecoder::consume(std::span<const uint8_t> in) {
     // (RFC 5044 §7.1.2: any other key closes the connection).
     if (before < kMpaKeySize) {
       const size_t upto = std::min(got_, kMpaKeySize);
-      const auto& key = key_for(expected_);
-      if (std::memcmp(buf_.data() + before, key.data() + before, upto - before) != 0) {
+      if (!uiw_mpa_key_match(buf_.data(), static_cast<unsigned>(before),
+                             static_cast<unsigned>(upto), expected_ == MpaFrameKind::Request)) {
         fail(Error::BadKey, expected_ == MpaFrameKind::Request ? "expected \"MPA ID Req Frame\""
                                                                : "expected \"MPA ID Rep Frame\"");
         return used;
