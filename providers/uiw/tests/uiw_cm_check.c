@@ -457,6 +457,21 @@ static void write_stream(struct conn *c, int secs)
 	       error ? "error completion" : "DISCONNECTED");
 }
 
+/* The next completion, noting a DISCONNECTED meanwhile; 0 once the deadline passed. */
+static int next_wc(struct conn *c, struct ibv_wc *wc, double end)
+{
+	while (now_s() < end) {
+		int n = ibv_poll_cq(c->cq, 1, wc);
+
+		CHECK(n >= 0, "ibv_poll_cq");
+		if (n)
+			return 1;
+		poll_events(c);
+		usleep(1000);
+	}
+	return 0;
+}
+
 /* write-once: the target once over, then a Send; reports what completed. */
 static void write_once(struct conn *c)
 {
@@ -488,16 +503,11 @@ static void write_once(struct conn *c)
 		CHECK(!ibv_post_send(c->id->qp, &wr, &bad), "ibv_post_send(send)");
 		pending++;
 	}
-	while (pending && now_s() < end) {
+	while (pending) {
 		struct ibv_wc wc;
-		int n = ibv_poll_cq(c->cq, 1, &wc);
 
-		CHECK(n >= 0, "ibv_poll_cq");
-		if (!n) {
-			poll_events(c);
-			usleep(1000);
-			continue;
-		}
+		if (!next_wc(c, &wc, end))
+			break;
 		if (wc.wr_id < NRECV) {
 			c->recvs_posted--;
 			continue;
@@ -527,16 +537,11 @@ static void verify_target(struct conn *c)
 	const double end = now_s() + 60;
 	int got = 0, gone = 0, correct = 0, untouched = 0, foreign = 0, first = -1;
 
-	while (!got && !gone && now_s() < end) {
+	while (!got && !gone) {
 		struct ibv_wc wc;
-		int n = ibv_poll_cq(c->cq, 1, &wc);
 
-		CHECK(n >= 0, "ibv_poll_cq");
-		if (!n) {
-			poll_events(c);
-			usleep(1000);
-			continue;
-		}
+		if (!next_wc(c, &wc, end))
+			break;
 		if (wc.wr_id < NRECV) {
 			c->recvs_posted--;
 			if (wc.status == IBV_WC_SUCCESS)
