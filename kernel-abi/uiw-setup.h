@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0 WITH Linux-syscall-note) OR BSD-3-Clause */
 /*
  * Connection setup parsers and policy shared by uiw.ko (kernel/uiw_mpa.c, uiw_cm_conn.c,
- * uiw_rtr.c), the host-side MPA code (src/wire/mpa_frame.cpp, src/transport/mpa_negotiate.cpp)
+ * uiw_rtr.c, uiw_sctp.c), the host side (src/wire/mpa_frame.cpp, src/wire/sctp.cpp,
+ * src/transport/mpa_negotiate.cpp)
  * and the libFuzzer target tests/fuzz/fuzz_setup.cpp: one parser per setup message, one
  * IRD/ORD rule, so that what the tests exercise is what ships. C, static inline, no library
  * calls: builds in the kernel and in user space (C and C++).
@@ -171,6 +172,45 @@ static inline int uiw_rtr_pd_parse(const __u8 *b, __u32 len, struct uiw_rtr_wire
 		pd->dst_gid[i] = b[32 + i];
 	}
 	return pd->version == UIW_RTR_PD_VERSION ? UIW_RTR_OK : UIW_RTR_VERSION;
+}
+
+/*
+ * DDP Stream Session Control message (RFC 5043 §5.2.3), the user data of a PPID 17 chunk:
+ * DDP-SSN (16) | Function Code (16) | Private Data (the rest, at most 512 octets).
+ */
+#define UIW_SCTP_PPID_SEGMENT 16	/* RFC 5043 §5.2 */
+#define UIW_SCTP_PPID_CONTROL 17
+#define UIW_SCTP_CTRL_HDR 4
+#define UIW_SCTP_MAX_PD 512
+#define UIW_SCTP_FN_INITIATE 1
+#define UIW_SCTP_FN_ACCEPT 2
+#define UIW_SCTP_FN_REJECT 3
+#define UIW_SCTP_FN_TERMINATE 4
+
+/* Why a Session Control message is malformed. */
+enum uiw_sctp_ctrl_status {
+	UIW_SCTP_CTRL_OK = 0,
+	UIW_SCTP_CTRL_SHORT,		/* under the 4-octet header */
+	UIW_SCTP_CTRL_PD_TOO_LONG,	/* more than 512 octets of private data */
+	UIW_SCTP_CTRL_BAD_FN,		/* a function code other than 1-4 */
+	UIW_SCTP_CTRL_TERMINATE_PD,	/* a Terminate "MUST NOT" carry private data */
+};
+
+/* m, len: one whole message. *ssn and *fn filled; private data is m + 4, len - 4 octets. */
+static inline enum uiw_sctp_ctrl_status uiw_sctp_ctrl_parse(const __u8 *m, __u32 len,
+							    __u16 *ssn, __u16 *fn)
+{
+	if (len < UIW_SCTP_CTRL_HDR)
+		return UIW_SCTP_CTRL_SHORT;
+	if (len - UIW_SCTP_CTRL_HDR > UIW_SCTP_MAX_PD)
+		return UIW_SCTP_CTRL_PD_TOO_LONG;
+	*ssn = uiw_setup_be16(m);
+	*fn = uiw_setup_be16(m + 2);
+	if (*fn < UIW_SCTP_FN_INITIATE || *fn > UIW_SCTP_FN_TERMINATE)
+		return UIW_SCTP_CTRL_BAD_FN;
+	if (*fn == UIW_SCTP_FN_TERMINATE && len > UIW_SCTP_CTRL_HDR)
+		return UIW_SCTP_CTRL_TERMINATE_PD;
+	return UIW_SCTP_CTRL_OK;
 }
 
 /*

@@ -19,8 +19,6 @@
 #include "uiw_mpa.h"
 #include "uiw_sctp.h"
 
-#define UIW_SCTP_CTRL_HDR 4	/* DDP-SSN | Function Code */
-
 /* sysfs: /sys/class/infiniband/<dev>/llp */
 
 static ssize_t llp_show(struct device *device, struct device_attribute *attr,
@@ -417,11 +415,20 @@ static int uiw_sctp_notification(struct uiw_cep *cep, const u8 *buf, int len)
 	}
 }
 
+static const char *const uiw_sctp_ctrl_why[] = {
+	[UIW_SCTP_CTRL_OK] = "",
+	[UIW_SCTP_CTRL_SHORT] = "short Session Control message",
+	[UIW_SCTP_CTRL_PD_TOO_LONG] = "private data over 512 octets",
+	[UIW_SCTP_CTRL_BAD_FN] = "bad function code",
+	[UIW_SCTP_CTRL_TERMINATE_PD] = "Terminate with private data",
+};
+
 int uiw_sctp_recv_frame(struct uiw_cep *cep, struct uiw_mpa_rx *rx, bool request)
 {
 	/* One octet more than the largest legal message, to see an oversized one. */
 	const size_t cap = UIW_SCTP_CTRL_HDR + UIW_SCTP_MAX_PD + 1;
 	u8 *buf = kmalloc(cap, GFP_KERNEL);
+	enum uiw_sctp_ctrl_status st;
 	int rv, flags;
 	u16 ssn, fn;
 	u32 ppid;
@@ -457,34 +464,22 @@ int uiw_sctp_recv_frame(struct uiw_cep *cep, struct uiw_mpa_rx *rx, bool request
 		rv = uiw_sctp_refuse(cep, request, "not a Session Control message");
 		goto out;
 	}
-	if (!(flags & MSG_EOR) || rv > UIW_SCTP_CTRL_HDR + UIW_SCTP_MAX_PD) {
-		rv = uiw_sctp_refuse(cep, request, "private data over 512 octets");
+	/* A message larger than the buffer arrives without MSG_EOR: over 512 octets too. */
+	st = flags & MSG_EOR ? uiw_sctp_ctrl_parse(buf, rv, &ssn, &fn) :
+			       UIW_SCTP_CTRL_PD_TOO_LONG;
+	if (st) {
+		rv = uiw_sctp_refuse(cep, request, uiw_sctp_ctrl_why[st]);
 		goto out;
 	}
-	if (rv < UIW_SCTP_CTRL_HDR) {
-		rv = uiw_sctp_refuse(cep, request, "short Session Control message");
-		goto out;
-	}
-	ssn = get_unaligned_be16(buf);
-	fn = get_unaligned_be16(buf + 2);
 	rx->pd_len = rv - UIW_SCTP_CTRL_HDR;
 	/* §6.2: each side's first chunk of a session has DDP-SSN 0. */
 	if (ssn != 0) {
 		rv = uiw_sctp_refuse(cep, request, "DDP-SSN not 0");
 		goto out;
 	}
+	/* §6.4: the passive side's limit, or the peer ended the session. */
 	if (fn == UIW_SCTP_FN_TERMINATE) {
-		/* §5.2.3: a Terminate MUST NOT carry Private Data. */
-		if (rx->pd_len) {
-			rv = uiw_sctp_refuse(cep, request, "Terminate with private data");
-			goto out;
-		}
-		/* §6.4: the passive side's limit, or the peer ended the session. */
 		rv = -ECONNRESET;
-		goto out;
-	}
-	if (fn < UIW_SCTP_FN_INITIATE || fn > UIW_SCTP_FN_REJECT) {
-		rv = uiw_sctp_refuse(cep, request, "bad function code");
 		goto out;
 	}
 	if (request != (fn == UIW_SCTP_FN_INITIATE)) {

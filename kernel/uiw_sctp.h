@@ -19,6 +19,8 @@
 
 #include <linux/types.h>
 
+#include "uiw-setup.h"
+
 struct ib_device_ops;
 struct socket;
 struct sockaddr_storage;
@@ -27,14 +29,7 @@ struct uiw_dev;
 struct uiw_mpa_rx;
 struct uiw_mpa_v2;
 
-#define UIW_SCTP_PPID_SEGMENT 16	/* RFC 5043 §5.2 */
-#define UIW_SCTP_PPID_CONTROL 17
 #define UIW_SCTP_ADAPTATION_DDP 1	/* RFC 5043 §5.1 */
-#define UIW_SCTP_MAX_PD 512		/* RFC 5043 §5.2.3 */
-#define UIW_SCTP_FN_INITIATE 1
-#define UIW_SCTP_FN_ACCEPT 2
-#define UIW_SCTP_FN_REJECT 3
-#define UIW_SCTP_FN_TERMINATE 4
 
 /* Device ops that add the `llp` sysfs attribute (tcp|sctp, default tcp). */
 extern const struct ib_device_ops uiw_sctp_dev_ops;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "uiw-setup.h"
 #include "wire/bytes.h"
 
 namespace uiw::wire {
@@ -65,24 +66,25 @@ size_t encode_session_control(std::span<uint8_t> out, const SessionControl& s) {
   return w.position();
 }
 
+// The parser uiw.ko uses (uiw-setup.h).
 SctpDecodeError decode_session_control(std::span<const uint8_t> in, SessionControl* out) {
-  Reader r(in);
   uint16_t ssn = 0, code = 0;
-  if (!r.read_u16(&ssn) || !r.read_u16(&code)) return SctpDecodeError::TooShort;
-  if (code < static_cast<uint16_t>(SessionFunction::Initiate) ||
-      code > static_cast<uint16_t>(SessionFunction::Terminate)) {
-    return SctpDecodeError::BadFunction;
+  switch (uiw_sctp_ctrl_parse(in.data(), static_cast<uint32_t>(in.size()), &ssn, &code)) {
+    case UIW_SCTP_CTRL_OK:
+      break;
+    case UIW_SCTP_CTRL_SHORT:
+      return SctpDecodeError::TooShort;
+    case UIW_SCTP_CTRL_PD_TOO_LONG:
+      return SctpDecodeError::PrivateDataTooLong;
+    case UIW_SCTP_CTRL_BAD_FN:
+      return SctpDecodeError::BadFunction;
+    case UIW_SCTP_CTRL_TERMINATE_PD:
+      return SctpDecodeError::TerminateWithPrivateData;
   }
   // No length field: Private Data is the rest of the chunk's user data (RFC 5043 §5.2.3).
-  const std::span<const uint8_t> pd = r.rest();
-  if (pd.size() > kSctpMaxPrivateData) return SctpDecodeError::PrivateDataTooLong;
-  const auto function = static_cast<SessionFunction>(code);
-  if (function == SessionFunction::Terminate && !pd.empty()) {
-    return SctpDecodeError::TerminateWithPrivateData;
-  }
   out->ddp_ssn = ssn;
-  out->function = function;
-  out->private_data = pd;
+  out->function = static_cast<SessionFunction>(code);
+  out->private_data = in.subspan(kSessionControlHeaderSize);
   return SctpDecodeError::None;
 }
 

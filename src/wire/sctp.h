@@ -6,19 +6,27 @@
 #include <cstdint>
 #include <span>
 
+#include "uiw-setup.h"
+
 namespace uiw::wire {
 
-inline constexpr uint32_t kPpidDdpSegment = 16;  // RFC 5043 §5.2, §12
-inline constexpr uint32_t kPpidSessionControl = 17;
+// The values uiw.ko uses (uiw-setup.h).
+inline constexpr uint32_t kPpidDdpSegment = UIW_SCTP_PPID_SEGMENT;  // RFC 5043 §5.2, §12
+inline constexpr uint32_t kPpidSessionControl = UIW_SCTP_PPID_CONTROL;
 inline constexpr uint16_t kAdaptationParamType = 0xC006;  // RFC 5061 Adaptation Layer Indication
 inline constexpr uint32_t kDdpAdaptationIndication = 1;   // RFC 5043 §5.1
 inline constexpr size_t kAdaptationParamSize = 8;
-inline constexpr size_t kSctpMaxPrivateData = 512;  // RFC 5043 §5.2.3
-inline constexpr size_t kSctpMinMaxSegment = 516;   // 512 private data + 4-octet header
+inline constexpr size_t kSctpMaxPrivateData = UIW_SCTP_MAX_PD;  // RFC 5043 §5.2.3
+inline constexpr size_t kSctpMinMaxSegment = 516;               // 512 private data + 4-octet header
 inline constexpr size_t kDdpSsnSize = 2;
-inline constexpr size_t kSessionControlHeaderSize = 4;
+inline constexpr size_t kSessionControlHeaderSize = UIW_SCTP_CTRL_HDR;
 
-enum class SessionFunction : uint16_t { Initiate = 1, Accept = 2, Reject = 3, Terminate = 4 };
+enum class SessionFunction : uint16_t {
+  Initiate = UIW_SCTP_FN_INITIATE,
+  Accept = UIW_SCTP_FN_ACCEPT,
+  Reject = UIW_SCTP_FN_REJECT,
+  Terminate = UIW_SCTP_FN_TERMINATE
+};
 
 enum class SctpDecodeError {
   None,

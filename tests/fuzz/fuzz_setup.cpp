@@ -1,6 +1,7 @@
 // libFuzzer target: uiw.ko's connection setup parsers and IRD/ORD rule (kernel-abi/uiw-setup.h),
 // the same code the kernel module compiles: the MPA frame header and RFC 6581 word, the
-// connect-on-RTR private data, and uiw_settle_ird_ord. The first octet picks the part.
+// connect-on-RTR private data, the DDP Stream Session Control message, and
+// uiw_settle_ird_ord. The first octet picks the part.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 
 #include "uiw-setup.h"
 #include "wire/mpa_frame.h"
+#include "wire/sctp.h"
 
 namespace {
 
@@ -63,13 +65,28 @@ void settle(const uint8_t* d, size_t n) {
   if (r != 0 && !(peer_ord > v[0] && peer_ord > max_ird)) abort();
 }
 
+void sctp_ctrl(const uint8_t* d, size_t n) {
+  __u16 ssn = 0, fn = 0;
+  const enum uiw_sctp_ctrl_status st = uiw_sctp_ctrl_parse(d, static_cast<__u32>(n), &ssn, &fn);
+  // The host decoder (the same parser underneath) agrees.
+  uiw::wire::SessionControl sc;
+  const bool host_ok =
+      uiw::wire::decode_session_control({d, n}, &sc) == uiw::wire::SctpDecodeError::None;
+  if (host_ok != (st == UIW_SCTP_CTRL_OK)) abort();
+  if (st != UIW_SCTP_CTRL_OK) return;
+  if (n < UIW_SCTP_CTRL_HDR || n - UIW_SCTP_CTRL_HDR > UIW_SCTP_MAX_PD) abort();
+  if (fn < UIW_SCTP_FN_INITIATE || fn > UIW_SCTP_FN_TERMINATE) abort();
+  if (fn == UIW_SCTP_FN_TERMINATE && n != UIW_SCTP_CTRL_HDR) abort();
+  if (sc.ddp_ssn != ssn || sc.private_data.size() != n - UIW_SCTP_CTRL_HDR) abort();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const uint8_t* d = data + 1;
   const size_t n = size - 1;
-  switch (data[0] % 4) {
+  switch (data[0] % 5) {
     case 0:
       mpa_header(d, n, true);
       break;
@@ -79,8 +96,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 2:
       rtr_pd(d, n);
       break;
-    default:
+    case 3:
       settle(d, n);
+      break;
+    default:
+      sctp_ctrl(d, n);
       break;
   }
   return 0;
