@@ -251,6 +251,7 @@ void Qp::flush_all() {
   complete_sq();
   sq_tx_ = sq_tail_;
   orq_count_ = 0;
+  orq_placed_ = 0;
   irq_count_ = 0;
   tx_kind_ = TxKind::None;
   complete_active_recv(WcStatus::WrFlushErr);

@@ -270,9 +270,10 @@ class Qp {
   // The Send message being received (QN 0).
   bool rx_send_active_ = false;
   uint32_t rx_send_msn_ = 0;
+  uint64_t rx_send_got_ = 0;  // payload octets of the active Send received so far
   RecvWr rx_send_wr_{};
   Sgl rx_send_sgl_;
-  uint64_t orq_placed_ = 0;
+  uint64_t orq_placed_ = 0;  // payload octets of the oldest Read's response received so far
   std::array<uint8_t, kMaxHeader> rx_hdr_{};
   std::array<uint8_t, 8> rx_trailer_{};
   std::array<uint8_t, 4> rx_marker_{};

@@ -3,6 +3,7 @@
 // single payload byte is placed (RFC 5041 §7.1, §8.1); payload is read straight into its target.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "engine/qp.h"
 #include "wire/bytes.h"
@@ -366,6 +367,15 @@ void Qp::rx_begin_payload() {
       }
       if (rx_payload_len_ == 0) break;
       const SqEntry& e = sq_at(orq_[orq_head_]);
+      // Our Read Request named TO 0 and the Read's length (RFC 5040 §5.2.2: the Data Sink MAY
+      // validate them); over an in-order LLP the Data Source sends the response's segments in
+      // order, so each one starts where the last one ended. One that does not would leave a
+      // hole the completion would claim was filled: treated as placing outside the part of the
+      // sink this response may fill next (RFC 5041 §7.1 tagged check 3-4).
+      if (rx_seg_.to != orq_placed_) {
+        rx_fail(ddp_tagged_error(AccessResult::BaseBounds), true, false);
+        return;
+      }
       // RFC 5041 §7.1 tagged checks against the sink our Read Request named: STag, 64-bit
       // wrap, base (TO 0) and bounds (the scatter list's length).
       if (rx_seg_.stag != e.sink_stag) {
@@ -383,6 +393,7 @@ void Qp::rx_begin_payload() {
       rx_dest_ = RxDest::Sgl;
       rx_sgl_ = &e.sgl;
       rx_sgl_off_ = rx_seg_.to;
+      orq_placed_ += rx_payload_len_;
       break;
     }
     case wire::Opcode::Send:
@@ -409,6 +420,7 @@ void Qp::rx_begin_payload() {
         }
         rx_send_active_ = true;
         rx_send_msn_ = rx_seg_.msn;
+        rx_send_got_ = 0;
         rx_send_wr_ = *wr;
         if (!resolve_sgl(wr->sg_list, wr->num_sge, memory::kLocalWrite, &rx_send_sgl_)) {
           // A bad lkey in our own receive WR: a local error (RDMAP §7.1 item 21).
@@ -426,6 +438,15 @@ void Qp::rx_begin_payload() {
                 true, false);
         return;
       }
+      // Over an in-order LLP a message's segments arrive in order (TCP; SCTP messages are
+      // processed in DDP-SSN order): each one's MO is what the message holds so far, so a
+      // message cannot complete with bytes that never arrived (RFC 5041 §5.4 defines its
+      // length by the Last segment). Untagged check 3 names the error.
+      if (rx_seg_.mo != rx_send_got_) {
+        rx_fail(untagged(term::kDdpInvalidMo), true, false);
+        return;
+      }
+      rx_send_got_ += rx_payload_len_;
       if (rx_payload_len_ == 0) break;
       rx_dest_ = RxDest::Sgl;
       rx_sgl_ = &rx_send_sgl_;
@@ -488,8 +509,15 @@ void Qp::rx_deliver() {
         rtr_read_outstanding_ = false;
         break;
       }
-      // RFC 5040 §5.5 rule 19: a Read completes when its response is delivered.
+      // RFC 5040 §5.5 rule 19: a Read completes when its response is delivered, and only
+      // with all the bytes it asked for (§5.2.2: the sink MAY validate the length). A short
+      // response is the Data Source's protocol error, not a short success.
       SqEntry& e = sq_at(orq_[orq_head_]);
+      const uint64_t placed = std::exchange(orq_placed_, 0);
+      if (placed != e.sgl.total) {
+        rx_fail(remote_op(term::kUnspecified), true, false);
+        return;
+      }
       e.st = SqSt::Done;
       orq_head_ = (orq_head_ + 1) % orq_.size();
       --orq_count_;

@@ -36,8 +36,8 @@ class QpCraftedTest : public testing::Test {
     last_header_.assign(ulpdu.begin(), ulpdu.begin() + wire::segment_header_size(h.tagged));
     ASSERT_EQ(q.qp->rx_feed(fpdu), fpdu.size());
   }
-  // The one Terminate the Qp transmitted, decoded from its wire bytes.
-  wire::TerminateMessage sent_terminate() {
+  // The ULPDUs of every FPDU the Qp transmits now.
+  std::vector<std::vector<uint8_t>> sent_ulpdus() {
     std::vector<uint8_t> out;
     for (int i = 0; i < 10; ++i) {
       auto iov = q.qp->tx_pending();
@@ -55,16 +55,21 @@ class QpCraftedTest : public testing::Test {
     } c;
     wire::FpduDecoder d(&c, true, false);
     EXPECT_EQ(d.consume(out), out.size());
-    EXPECT_EQ(c.u.size(), 1u);
+    return c.u;
+  }
+  // The one Terminate the Qp transmitted, decoded from its wire bytes.
+  wire::TerminateMessage sent_terminate() {
+    const std::vector<std::vector<uint8_t>> u = sent_ulpdus();
+    EXPECT_EQ(u.size(), 1u);
     wire::TerminateMessage t{};
-    if (c.u.empty()) return t;
+    if (u.empty()) return t;
     wire::SegmentHeader h;
-    EXPECT_EQ(wire::decode_segment_header(c.u[0], &h), wire::kUntaggedHeaderSize);
+    EXPECT_EQ(wire::decode_segment_header(u[0], &h), wire::kUntaggedHeaderSize);
     EXPECT_EQ(wire::rdmap_opcode(h.rdmap_control), static_cast<uint8_t>(wire::Opcode::Terminate));
     EXPECT_EQ(h.qn, wire::kQnTerminate);
     EXPECT_EQ(h.msn, 1u);
     EXPECT_TRUE(h.last);
-    EXPECT_EQ(wire::decode_terminate(std::span(c.u[0]).subspan(wire::kUntaggedHeaderSize), &t),
+    EXPECT_EQ(wire::decode_terminate(std::span(u[0]).subspan(wire::kUntaggedHeaderSize), &t),
               wire::TerminateDecodeError::None);
     EXPECT_EQ(q.qp->state(), QpState::Error);
     EXPECT_TRUE(q.qp->tx_want_shutdown());
@@ -227,6 +232,125 @@ TEST_F(QpCraftedTest, EverythingAfterAnErrorIsDropped) {
   feed(send_hdr(1));  // valid, but RFC 5041 §7.1: subsequent segments are silently dropped
   EXPECT_EQ(q.rq.size(), 1u);
   EXPECT_EQ(q.qp->stats().rx_fpdus, 0u);
+}
+
+// RFC 5041 §5.4: a message's length is MO + payload of its Last segment, which only tells the
+// truth when every earlier octet arrived. Over an in-order LLP each segment's MO is what the
+// message holds so far; otherwise untagged check 3 (Invalid MO), and the receive never completes
+// with Success.
+TEST_F(QpCraftedTest, SendOfOnlyItsLastSegmentIsInvalidMo) {
+  std::vector<uint8_t> inbox(1000, 0xEE);
+  const memory::Stag k = q.reg_mr(inbox, memory::kLocalWrite);
+  RecvWr r;
+  r.wr_id = 5;
+  r.num_sge = 1;
+  r.sg_list[0] = sge_of(inbox, k);
+  ASSERT_EQ(q.rq.post(r), 0);
+  wire::SegmentHeader h = send_hdr();
+  h.mo = 200;
+  const std::vector<uint8_t> data(16, 0xAB);
+  feed(h, data);
+  expect({TermLayer::Ddp, term::kDdpUntagged, term::kDdpInvalidMo}, true);
+  const auto rc = q.poll_recv();
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].wr_id, 5u);
+  EXPECT_NE(rc[0].status, WcStatus::Success);
+  EXPECT_EQ(inbox, std::vector<uint8_t>(1000, 0xEE));  // nothing placed
+}
+
+TEST_F(QpCraftedTest, SendSegmentLeavingAHoleIsInvalidMo) {
+  std::vector<uint8_t> inbox(1000, 0);
+  const memory::Stag k = q.reg_mr(inbox, memory::kLocalWrite);
+  RecvWr r;
+  r.num_sge = 1;
+  r.sg_list[0] = sge_of(inbox, k);
+  ASSERT_EQ(q.rq.post(r), 0);
+  const std::vector<uint8_t> data(16, 0xAB);
+  wire::SegmentHeader first = send_hdr();
+  first.last = false;
+  feed(first, data);
+  EXPECT_EQ(q.qp->state(), QpState::Rts);
+  wire::SegmentHeader last = send_hdr();
+  last.mo = 32;  // octets 16..31 never came
+  feed(last, data);
+  expect({TermLayer::Ddp, term::kDdpUntagged, term::kDdpInvalidMo}, true);
+  const auto rc = q.poll_recv();
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_NE(rc[0].status, WcStatus::Success);
+}
+
+// A Read whose response does not bring every octet it asked for.
+class QpCraftedReadResponseTest : public QpCraftedTest {
+ protected:
+  QpCraftedReadResponseTest() : sink(1000, 0xEE) {
+    sink_key = q.reg_mr(sink, memory::kLocalWrite | memory::kRemoteWrite);
+    // The responder speaks only after the initiator's first FPDU (RFC 5044 §7.1.2): a
+    // zero-length Write, whose STag is not checked (RFC 5041 §5.2).
+    wire::SegmentHeader w;
+    w.tagged = true;
+    w.last = true;
+    w.rdmap_control = wire::rdmap_control(wire::Opcode::RdmaWrite);
+    feed(w);
+    SendWr rd;
+    rd.wr_id = 9;
+    rd.opcode = WrOpcode::RdmaRead;
+    rd.flags = kSendSignaled;
+    rd.num_sge = 1;
+    rd.sg_list[0] = sge_of(sink, sink_key);
+    rd.remote_stag = 0x1234;
+    EXPECT_EQ(q.qp->post_send(rd), 0);
+    const auto u = sent_ulpdus();
+    EXPECT_EQ(u.size(), 1u);
+    if (u.empty()) return;
+    const wire::ReadRequestHeader rr =
+        wire::decode_read_request(u[0].data() + wire::kUntaggedHeaderSize);
+    EXPECT_EQ(rr.size, 1000u);
+    sink_stag = rr.sink_stag;
+  }
+  wire::SegmentHeader response(uint64_t to, bool last) const {
+    wire::SegmentHeader h;
+    h.tagged = true;
+    h.last = last;
+    h.rdmap_control = wire::rdmap_control(wire::Opcode::ReadResponse);
+    h.stag = sink_stag;
+    h.to = to;
+    return h;
+  }
+  void expect_read_failed() {
+    const auto sc = q.poll_send();
+    ASSERT_EQ(sc.size(), 1u);
+    EXPECT_EQ(sc[0].wr_id, 9u);
+    EXPECT_NE(sc[0].status, WcStatus::Success);
+  }
+  std::vector<uint8_t> sink;
+  memory::Stag sink_key = 0;
+  uint32_t sink_stag = 0;
+};
+
+TEST_F(QpCraftedReadResponseTest, ShortResponseIsRemoteOperationError) {
+  const std::vector<uint8_t> data(8, 0xAB);
+  feed(response(0, true), data);  // 8 of the 1000 octets, and Last
+  expect({TermLayer::Rdma, term::kRdmaRemoteOperation, term::kUnspecified}, true);
+  expect_read_failed();
+}
+
+TEST_F(QpCraftedReadResponseTest, SegmentLeavingAHoleIsBaseBounds) {
+  const std::vector<uint8_t> data(500, 0xAB);
+  feed(response(500, true), data);  // octets 0..499 never came
+  expect({TermLayer::Ddp, term::kDdpTagged, term::kDdpBaseBounds}, true);
+  expect_read_failed();
+  EXPECT_EQ(sink, std::vector<uint8_t>(1000, 0xEE));  // nothing placed
+}
+
+TEST_F(QpCraftedReadResponseTest, WholeResponseInTwoSegmentsCompletes) {
+  const std::vector<uint8_t> data(500, 0xAB);
+  feed(response(0, false), data);
+  feed(response(500, true), data);
+  EXPECT_EQ(q.qp->state(), QpState::Rts);
+  const auto sc = q.poll_send();
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].status, WcStatus::Success);
+  EXPECT_EQ(sink, std::vector<uint8_t>(1000, 0xAB));
 }
 
 class QpCraftedMarkerTest : public QpCraftedTest {
