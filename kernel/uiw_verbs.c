@@ -387,7 +387,13 @@ static int uiw_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
  * checked the same way: the provider writes into them with CPU stores, so a range the process
  * does not have would fault in the provider rather than fail a verb.
  */
-static int uiw_check_mapped(u64 start, u64 len)
+/*
+ * The provider places and sources in user space, so registration is where the process's own
+ * mappings are checked, as ib_umem_get() does for siw (FOLL_WRITE for write access): the
+ * whole range mapped, readable, and writable when the region may be written. Nothing is
+ * pinned; a later munmap or mprotect is caught by the provider's placement.
+ */
+static int uiw_check_mapped(u64 start, u64 len, bool write)
 {
 	struct mm_struct *mm = current->mm;
 	struct vm_area_struct *vma;
@@ -400,7 +406,9 @@ static int uiw_check_mapped(u64 start, u64 len)
 	mmap_read_lock(mm);
 	while (addr < end) {
 		vma = find_vma(mm, addr);	/* the first one ending above addr */
-		if (!vma || vma->vm_start > addr) {
+		if (!vma || vma->vm_start > addr ||
+		    !(vma->vm_flags & (VM_READ | VM_WRITE)) ||
+		    (write && !(vma->vm_flags & VM_WRITE))) {
 			rv = -EFAULT;
 			break;
 		}
@@ -452,7 +460,9 @@ static struct ib_mr *uiw_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 len,
 		return ERR_PTR(-EOPNOTSUPP);
 	if (!len)
 		return ERR_PTR(-EINVAL);
-	rv = uiw_check_mapped(start, len);
+	rv = uiw_check_mapped(start, len, access & (IB_ACCESS_LOCAL_WRITE |
+						    IB_ACCESS_REMOTE_WRITE |
+						    IB_ACCESS_REMOTE_ATOMIC));
 	if (rv)
 		return ERR_PTR(rv);
 	if (!uiw_limit_inc(&udev->num_mr, UIW_MAX_MR))

@@ -7,7 +7,8 @@
  * Checks, in order (each failure prints "FAIL: <what>" and exits 1):
  *   - the device is an iWARP RNIC and its context comes from libuiw (node type, transport);
  *   - query device / port / GID 0 report uiw's limits, an active port and a non-zero GID;
- *   - PD, MR (lkey == rkey, non-zero; unmapped memory refused with EFAULT), CQ with a
+ *   - PD, MR (lkey == rkey, non-zero; unmapped memory, write access to read-only memory and
+ *     any access to PROT_NONE memory refused with EFAULT), CQ with a
  *     completion channel, RC QP create;
  *   - QP state machine RESET -> INIT -> RTR, ibv_query_qp reporting it;
  *   - a Send and a Receive posted before any connection are accepted (they wait);
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <infiniband/verbs.h>
 
@@ -81,6 +83,48 @@ static void check_queries(struct ibv_context *ctx)
 	CHECK(memcmp(&gid, &zero, sizeof(gid)), "GID 0 is zero");
 	printf("ok: queries (fw %s, max_qp %d, max_mr %d, gid_tbl %d)\n", da.fw_ver, da.max_qp,
 	       da.max_mr, pa.gid_tbl_len);
+}
+
+/*
+ * Write access to memory the process cannot write is refused with EFAULT, as siw and
+ * hardware refuse it (the pages cannot be pinned for writing); read access to it is fine,
+ * and inaccessible (PROT_NONE) memory cannot be registered at all.
+ */
+static void check_mr_permissions(struct ibv_pd *pd)
+{
+	static const int write_access[] = {
+		IBV_ACCESS_LOCAL_WRITE,
+		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+	};
+	const size_t len = 2 * 4096;
+	struct ibv_mr *mr;
+	unsigned int i;
+	char *ro, *none;
+
+	ro = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	none = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(ro != MAP_FAILED && none != MAP_FAILED, "mmap");
+	for (i = 0; i < sizeof(write_access) / sizeof(write_access[0]); i++) {
+		errno = 0;
+		mr = ibv_reg_mr(pd, ro, len, write_access[i]);
+		CHECK(!mr && errno == EFAULT,
+		      "ibv_reg_mr(read-only memory, access %#x): errno %d, want EFAULT",
+		      write_access[i], errno);
+	}
+	mr = ibv_reg_mr(pd, ro, len, IBV_ACCESS_REMOTE_READ);
+	CHECK(mr, "ibv_reg_mr(read-only memory, remote read)");
+	CHECK(!ibv_dereg_mr(mr), "ibv_dereg_mr");
+	/* Half writable, half read-only: the whole range counts. */
+	CHECK(!mprotect(ro, 4096, PROT_READ | PROT_WRITE), "mprotect");
+	errno = 0;
+	CHECK(!ibv_reg_mr(pd, ro, len, IBV_ACCESS_LOCAL_WRITE) && errno == EFAULT,
+	      "ibv_reg_mr(partly read-only memory, local write): errno %d, want EFAULT", errno);
+	errno = 0;
+	CHECK(!ibv_reg_mr(pd, none, len, 0) && errno == EFAULT,
+	      "ibv_reg_mr(PROT_NONE memory): errno %d, want EFAULT", errno);
+	munmap(ro, len);
+	munmap(none, len);
+	printf("ok: MR write access to read-only memory and any access to PROT_NONE memory refused (EFAULT)\n");
 }
 
 static void check_srq(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_mr *mr)
@@ -155,6 +199,7 @@ int main(int argc, char **argv)
 	errno = 0;
 	CHECK(!ibv_reg_mr(pd, (void *)0x1000, 1 << 20, IBV_ACCESS_LOCAL_WRITE) && errno == EFAULT,
 	      "ibv_reg_mr of unmapped memory: errno %d, want EFAULT", errno);
+	check_mr_permissions(pd);
 	ch = ibv_create_comp_channel(ctx);
 	CHECK(ch, "ibv_create_comp_channel");
 	cq = ibv_create_cq(ctx, 16, NULL, ch, 0);
