@@ -92,6 +92,10 @@ class Qp {
   RxNeed rx_need();
   void rx_commit(size_t n);  // n (<= need.len) bytes were written at need.dst
   void rx_cancel();          // the bytes of the last rx_need() will not come now
+  // The bytes of the last rx_need() could not be written at need.dst (the read into it failed
+  // with EFAULT: the page is unmapped or read-only). The Qp ends the stream with the Terminate
+  // for that destination and drains; the bytes are still to be read (into the next rx_need()).
+  void rx_fault();
   // Copy mode: consumes bytes the caller already read. Returns the count consumed (all of them
   // unless the Qp stopped reading).
   size_t rx_feed(std::span<const uint8_t> in);
@@ -123,6 +127,7 @@ class Qp {
   static constexpr size_t kMaxHeader = 2 + 18 + wire::kReadRequestHeaderSize;
   static constexpr size_t kTxSlots = 64;
   static constexpr size_t kTxBatchBytes = 1 << 20;
+  static constexpr size_t kTxBounce = 16 << 10;
 
   struct ResolvedSge {
     uint8_t* ptr;
@@ -147,8 +152,7 @@ class Qp {
     uint8_t inline_data[kMaxInline];
   };
   struct IrqEntry {
-    wire::ReadRequestHeader rr;
-    uint8_t* src;  // validated source bytes (RDMAP §7.2 checks done at delivery)
+    wire::ReadRequestHeader rr;  // RDMAP §7.2 checks done at delivery, again per segment
     uint32_t sent;
   };
   enum class SlotDone : uint8_t { None, SqEntry, Terminate };
@@ -188,11 +192,16 @@ class Qp {
   void build_rtr();
   TxSlot& begin_slot(SlotDone done, uint32_t index);
   void append(TxSlot& s, const uint8_t* p, size_t len, bool fold_crc = true);
+  bool append_app(TxSlot& s, const uint8_t* p, size_t len);
+  void append_iov(TxSlot& s, const uint8_t* p, size_t k);
+  void unbuild_slot(TxSlot& s);
   void end_slot(TxSlot& s, size_t ulpdu_len);
   void put_marker(TxSlot& s);
   void detach_tx();
 
   // qp_rx.cpp
+  size_t rx_copy_in(std::span<const uint8_t> in);
+  bool rx_need_is_app_memory() const;
   void rx_process_control();
   void rx_process_header();
   void rx_begin_payload();
@@ -246,6 +255,7 @@ class Qp {
   bool want_shutdown_ = false;
   std::vector<uint8_t> detached_;  // the unsent rest of a partly sent FPDU after an error
   std::array<uint8_t, wire::kTerminateMaxSize> term_body_{};
+  std::vector<uint8_t> tx_bounce_;  // CRC of application memory (append_app), kTxBounce octets
 
   // Receive
   RxSt rx_st_ = RxSt::Length;

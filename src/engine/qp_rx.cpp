@@ -5,7 +5,9 @@
 #include <cstring>
 #include <utility>
 
+#include "engine/access_errors.h"
 #include "engine/qp.h"
+#include "memory/app_copy.h"
 #include "wire/bytes.h"
 #include "wire/crc32c.h"
 #include "wire/mpa.h"
@@ -17,54 +19,6 @@ namespace {
 using memory::AccessResult;
 using wire::TermLayer;
 namespace term = wire::term;
-
-// The one mapping from memory-check failures to DDP Tagged Buffer codes (RFC 5041 §7.2), for
-// placement of RDMA Write and Read Response payload.
-wire::TerminateCause ddp_tagged_error(AccessResult r) {
-  uint8_t code = term::kDdpInvalidStag;
-  switch (r) {
-    case AccessResult::PdMismatch:
-    case AccessResult::StreamMismatch:
-      code = term::kDdpStagNotAssociated;
-      break;
-    case AccessResult::BaseBounds:
-      code = term::kDdpBaseBounds;
-      break;
-    case AccessResult::ToWrap:
-      code = term::kDdpToWrap;
-      break;
-    // RFC 5041 lacks a code for insufficient access rights; like siw, report "Invalid STag".
-    default:
-      code = term::kDdpInvalidStag;
-      break;
-  }
-  return {TermLayer::Ddp, term::kDdpTagged, code};
-}
-
-// The one mapping for RDMA Read Request sources: RDMAP Remote Protection Errors (RFC 5040 §4.8
-// Figure 9, §7.2 checks 4a-4e).
-wire::TerminateCause rdmap_protection_error(AccessResult r) {
-  uint8_t code = term::kInvalidStag;
-  switch (r) {
-    case AccessResult::PdMismatch:
-    case AccessResult::StreamMismatch:
-      code = term::kStagNotAssociated;
-      break;
-    case AccessResult::AccessDenied:
-      code = term::kAccessRights;
-      break;
-    case AccessResult::BaseBounds:
-      code = term::kBaseBounds;
-      break;
-    case AccessResult::ToWrap:
-      code = term::kToWrap;
-      break;
-    default:
-      code = term::kInvalidStag;
-      break;
-  }
-  return {TermLayer::Rdma, term::kRdmaRemoteProtection, code};
-}
 
 constexpr wire::TerminateCause untagged(uint8_t code) {
   return {TermLayer::Ddp, term::kDdpUntagged, code};
@@ -160,20 +114,62 @@ Qp::RxNeed Qp::rx_need() {
 
 size_t Qp::rx_feed(std::span<const uint8_t> in) {
   if (params_.llp == Llp::Sctp && !sctp_inner_) return sctp_rx_records(in);
+  return rx_copy_in(in);
+}
+
+// Feeds bytes the caller holds through rx_need()/rx_commit(). Payload bound for application
+// memory goes through memory::copy_to_app, so a page that vanished is a protocol error on this
+// stream (rx_fault) rather than SIGSEGV in the application.
+size_t Qp::rx_copy_in(std::span<const uint8_t> in) {
   size_t used = 0;
   while (used < in.size()) {
     const RxNeed need = rx_need();
     if (need.len == 0) break;
     const size_t k = std::min(need.len, in.size() - used);
-    std::memcpy(need.dst, in.data() + used, k);
+    if (rx_need_is_app_memory()) {
+      if (memory::copy_to_app(need.dst, in.data() + used, k) != 0) {
+        rx_fault();
+        continue;  // the Qp drains from here on; the same bytes are read and dropped
+      }
+    } else {
+      std::memcpy(need.dst, in.data() + used, k);
+    }
     rx_commit(k);
     used += k;
   }
   return used;
 }
 
+bool Qp::rx_need_is_app_memory() const {
+  return !rx_in_marker_ && rx_st_ == RxSt::Payload &&
+         (rx_dest_ == RxDest::Host || rx_dest_ == RxDest::Sgl);
+}
+
 void Qp::rx_cancel() {
   rx_pin_.release();
+}
+
+// The destination of the last rx_need() could not be written: a Write's target is the peer's
+// error on a region it may write (DDP tagged; RFC 5041 has no code for access rights, so "Invalid
+// STag", as for the other access checks), a Send's receive buffer or a Read's sink is ours (the
+// receive or Read completes with a local protection error, and the stream ends with RDMAP "Local
+// Catastrophic", as for a bad lkey).
+void Qp::rx_fault() {
+  rx_pin_.release();
+  if (rx_st_ != RxSt::Payload) return;
+  const auto op = static_cast<wire::Opcode>(rx_opcode_);
+  if (op == wire::Opcode::RdmaWrite) {
+    rx_fail(ddp_tagged_error(AccessResult::AccessDenied), true, false);
+    return;
+  }
+  if (op == wire::Opcode::ReadResponse) {
+    SqEntry& e = sq_at(orq_[orq_head_]);
+    e.status = WcStatus::LocProtErr;
+    e.st = SqSt::Done;  // kept by the flush that follows
+  } else {
+    complete_active_recv(WcStatus::LocProtErr);
+  }
+  rx_fail({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0}, false, false);
 }
 
 void Qp::rx_commit(size_t n) {
@@ -259,15 +255,7 @@ void Qp::rx_finish_stage() {
   rx_st_ = RxSt::Control;
   rx_got_ = wire::kUlpduLengthSize;  // rx_hdr_ holds the length already
   rx_want_ = wire::kUlpduLengthSize + 2;
-  size_t used = 0;
-  while (used < len) {
-    const RxNeed need = rx_need();
-    if (need.len == 0) break;
-    const size_t k = std::min(need.len, len - used);
-    std::memcpy(need.dst, rx_stage_.data() + used, k);
-    rx_commit(k);
-    used += k;
-  }
+  rx_copy_in({rx_stage_.data(), len});
   rx_replay_ = false;
 }
 
@@ -557,7 +545,6 @@ void Qp::rx_deliver() {
     case wire::Opcode::ReadRequest: {
       const wire::ReadRequestHeader rr = wire::decode_read_request(
           rx_hdr_.data() + wire::kUlpduLengthSize + wire::kUntaggedHeaderSize);
-      uint8_t* src = nullptr;
       // RFC 5040 §5.2.1: a zero-size Read is not validated and gets a zero-length response.
       if (rr.size != 0) {
         const memory::Mapping m = cfg_.registry->check(rr.src_stag, cfg_.pd, cfg_.qp_num,
@@ -566,10 +553,9 @@ void Qp::rx_deliver() {
           rx_fail(rdmap_protection_error(m.result), true, true);
           return;
         }
-        src = m.host;
       }
       ++rx_expected_msn_[wire::kQnReadRequest];
-      irq_[(irq_head_ + irq_count_) % irq_.size()] = {rr, src, 0};
+      irq_[(irq_head_ + irq_count_) % irq_.size()] = {rr, 0};
       ++irq_count_;
       break;
     }

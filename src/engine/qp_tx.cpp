@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/access_errors.h"
 #include "engine/qp.h"
+#include "memory/app_copy.h"
 #include "wire/bytes.h"
 #include "wire/crc32c.h"
 #include "wire/mpa.h"
@@ -165,15 +167,55 @@ void Qp::append(TxSlot& s, const uint8_t* p, size_t len, bool fold_crc) {
       k = std::min(k, wire::bytes_to_next_marker(tx_pos_));
     }
     if (params_.crc && fold_crc) tx_crc_ = wire::crc32c_update(tx_crc_, p, k);
-    tx_iov_[tx_iov_end_++] = {const_cast<uint8_t*>(p), k};
-    ++s.iov_count;
-    s.remaining += k;
-    s.bytes += k;
-    tx_batch_bytes_ += k;
-    tx_pos_ += k;
+    append_iov(s, p, k);
     p += k;
     len -= k;
   }
+}
+
+// Application memory a peer asked for (a Read Response's source): with CRCs its octets are read
+// through memory::copy_from_app into a small bounce buffer for the CRC, so a page unmapped since
+// the Read Request was accepted fails the copy instead of raising SIGSEGV; the octets themselves
+// go out from the application's memory, read by the kernel in sendmsg (EFAULT, not a signal).
+// False when some page could not be read; the slot is then incomplete (unbuild_slot).
+bool Qp::append_app(TxSlot& s, const uint8_t* p, size_t len) {
+  while (len > 0) {
+    size_t k = len;
+    if (params_.markers_tx) {
+      if (tx_pos_ % wire::kMarkerInterval == 0) put_marker(s);
+      k = std::min(k, wire::bytes_to_next_marker(tx_pos_));
+    }
+    if (params_.crc) {
+      if (tx_bounce_.empty()) tx_bounce_.resize(kTxBounce);  // only QPs that answer Reads
+      for (size_t off = 0; off < k;) {
+        const size_t n = std::min(k - off, tx_bounce_.size());
+        if (memory::copy_from_app(tx_bounce_.data(), p + off, n) != 0) return false;
+        tx_crc_ = wire::crc32c_update(tx_crc_, tx_bounce_.data(), n);
+        off += n;
+      }
+    }
+    append_iov(s, p, k);
+    p += k;
+    len -= k;
+  }
+  return true;
+}
+
+// Takes back the slot begin_slot() just opened, before anything of it was handed out.
+void Qp::unbuild_slot(TxSlot& s) {
+  tx_iov_end_ -= s.iov_count;
+  tx_batch_bytes_ -= s.bytes;
+  tx_pos_ = s.start_pos;
+  --slots_used_;
+}
+
+void Qp::append_iov(TxSlot& s, const uint8_t* p, size_t k) {
+  tx_iov_[tx_iov_end_++] = {const_cast<uint8_t*>(p), k};
+  ++s.iov_count;
+  s.remaining += k;
+  s.bytes += k;
+  tx_batch_bytes_ += k;
+  tx_pos_ += k;
 }
 
 // PAD then CRC (RFC 5044 §4.1). A Marker landing right after the PAD belongs to this FPDU and is
@@ -272,11 +314,27 @@ bool Qp::build_irq_segment() {
   const uint32_t chunk =
       std::min<uint32_t>(q.rr.size - q.sent, params_.mulpdu - wire::kTaggedHeaderSize);
   h.last = q.sent + chunk == q.rr.size;
+  // Validated again for every segment (RFC 5041 §8.3.1(6): once deregistered, a region is no
+  // longer read for the peer). The pin covers building the segment; the octets are read by the
+  // kernel when sent (see append_app).
+  memory::Registry::Pin pin;
+  if (chunk) {
+    pin = cfg_.registry->pin(q.rr.src_stag, cfg_.pd, cfg_.qp_num, memory::kRemoteRead,
+                             q.rr.src_to + q.sent, chunk);
+    if (!pin.ok()) {
+      set_terminate(rdmap_protection_error(pin.mapping().result), false, false);
+      return true;
+    }
+  }
   TxSlot& s = begin_slot(SlotDone::None, 0);
   const size_t hlen = wire::encode_segment_header(s.hdr + 2, h);
   wire::store_be16(s.hdr, static_cast<uint16_t>(hlen + chunk));
   append(s, s.hdr, 2 + hlen);
-  if (chunk) append(s, q.src + q.sent, chunk);
+  if (chunk && !append_app(s, pin.mapping().host, chunk)) {
+    unbuild_slot(s);
+    set_terminate(rdmap_protection_error(memory::AccessResult::AccessDenied), false, false);
+    return true;
+  }
   end_slot(s, hlen + chunk);
   q.sent += chunk;
   if (h.last) {

@@ -2,6 +2,8 @@
 
 #include <sys/uio.h>
 
+#include <cerrno>
+
 namespace uiw::runtime {
 
 using transport::IoStatus;
@@ -26,6 +28,13 @@ bool Connection::receive_locked() {
     if (!direct) qp_->rx_cancel();  // the staged path asks again when it copies
     iovec iov = direct ? iovec{need.dst, need.len} : iovec{stage_.data(), stage_.size()};
     const transport::IoResult r = stream_->readv(&iov, 1);
+    if (direct && r.status == IoStatus::Error && r.err == EFAULT) {
+      // The kernel could not write the application's page (unmapped, read-only): the bytes
+      // stay in the socket, the Qp ends the stream and reads on into its drain.
+      qp_->rx_fault();
+      moved = true;
+      continue;
+    }
     if (r.status != IoStatus::Ok) qp_->rx_cancel();
     if (r.status == IoStatus::WouldBlock) break;
     if (r.status == IoStatus::Closed) {

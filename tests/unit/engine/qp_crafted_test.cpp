@@ -1,6 +1,10 @@
 // Crafted FPDUs fed straight into a Qp: every receive validation rule ends in the Terminate the
 // RFCs name, read back from the bytes the Qp transmits.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "unit/engine/qp_pair.h"
 #include "wire/bytes.h"
@@ -16,13 +20,14 @@ namespace term = wire::term;
 
 class QpCraftedTest : public testing::Test {
  protected:
-  explicit QpCraftedTest(bool markers = false) : q(2) {
+  explicit QpCraftedTest(bool markers = false, bool crc = true) : q(2) {
     ConnParams p;
     p.initiator = false;
-    p.crc = true;
+    p.crc = crc;
     p.markers_rx = markers;
     p.ord = p.ird = 2;
     markers_ = markers;
+    crc_ = crc;
     q.qp->start(p);
   }
   // Encodes one FPDU (markers when negotiated) at the current stream position and feeds it.
@@ -31,7 +36,7 @@ class QpCraftedTest : public testing::Test {
     wire::encode_segment_header(ulpdu.data(), h);
     ulpdu.insert(ulpdu.end(), extra.begin(), extra.end());
     std::vector<uint8_t> fpdu(wire::fpdu_size_with_markers(pos_, ulpdu.size(), markers_));
-    ASSERT_EQ(wire::encode_fpdu(fpdu, pos_, ulpdu, true, markers_), fpdu.size());
+    ASSERT_EQ(wire::encode_fpdu(fpdu, pos_, ulpdu, crc_, markers_), fpdu.size());
     pos_ += fpdu.size();
     last_header_.assign(ulpdu.begin(), ulpdu.begin() + wire::segment_header_size(h.tagged));
     ASSERT_EQ(q.qp->rx_feed(fpdu), fpdu.size());
@@ -53,7 +58,7 @@ class QpCraftedTest : public testing::Test {
       std::vector<std::vector<uint8_t>> u;
       void on_ulpdu(std::span<const uint8_t> s) override { u.emplace_back(s.begin(), s.end()); }
     } c;
-    wire::FpduDecoder d(&c, true, false);
+    wire::FpduDecoder d(&c, crc_, false);
     EXPECT_EQ(d.consume(out), out.size());
     return c.u;
   }
@@ -103,6 +108,7 @@ class QpCraftedTest : public testing::Test {
   }
   Side q;
   bool markers_ = false;
+  bool crc_ = true;
   uint64_t pos_ = 0;
   std::vector<uint8_t> last_header_;
 };
@@ -352,6 +358,107 @@ TEST_F(QpCraftedReadResponseTest, WholeResponseInTwoSegmentsCompletes) {
   EXPECT_EQ(sc[0].status, WcStatus::Success);
   EXPECT_EQ(sink, std::vector<uint8_t>(1000, 0xAB));
 }
+
+// A peer names registered memory the application has since unmapped or made read-only (legal
+// with on-demand paging, and registration pins nothing): the stream ends with the Terminate for
+// that buffer and the process lives. With and without CRC (staged and copy placement).
+class QpCraftedFaultTest : public QpCraftedTest, public testing::WithParamInterface<bool> {
+ protected:
+  static constexpr size_t kPage = 4096;
+  QpCraftedFaultTest() : QpCraftedTest(false, GetParam()) {
+    map_ = static_cast<uint8_t*>(
+        mmap(nullptr, 2 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    EXPECT_NE(map_, MAP_FAILED);
+    int err = 0;
+    key_ = q.reg.register_region(q.pd, map_, 2 * kPage, reinterpret_cast<uint64_t>(map_),
+                                 memory::kLocalWrite | memory::kRemoteWrite | memory::kRemoteRead,
+                                 &err);
+    EXPECT_NE(key_, 0u);
+  }
+  ~QpCraftedFaultTest() override { munmap(map_, 2 * kPage); }
+  uint64_t second_page() const { return reinterpret_cast<uint64_t>(map_) + kPage; }
+  wire::SegmentHeader write_to(uint64_t to) const {
+    wire::SegmentHeader h;
+    h.tagged = true;
+    h.last = true;
+    h.rdmap_control = wire::rdmap_control(wire::Opcode::RdmaWrite);
+    h.stag = key_;
+    h.to = to;
+    return h;
+  }
+  uint8_t* map_ = nullptr;
+  memory::Stag key_ = 0;
+};
+
+TEST_P(QpCraftedFaultTest, WriteToUnmappedPageIsTaggedError) {
+  ASSERT_EQ(munmap(map_ + kPage, kPage), 0);
+  const std::vector<uint8_t> data(64, 0xAB);
+  feed(write_to(second_page() + 8), data);
+  expect({TermLayer::Ddp, term::kDdpTagged, term::kDdpInvalidStag}, true);
+}
+
+TEST_P(QpCraftedFaultTest, WriteToReadOnlyPageIsTaggedError) {
+  ASSERT_EQ(mprotect(map_ + kPage, kPage, PROT_READ), 0);
+  const std::vector<uint8_t> data(64, 0xAB);
+  feed(write_to(second_page() - 32), data);  // straddles the writable and read-only pages
+  expect({TermLayer::Ddp, term::kDdpTagged, term::kDdpInvalidStag}, true);
+}
+
+TEST_P(QpCraftedFaultTest, SendIntoUnmappedReceiveBufferIsLocalProtectionError) {
+  RecvWr r;
+  r.wr_id = 4;
+  r.num_sge = 1;
+  r.sg_list[0] = {second_page(), 256, key_};
+  ASSERT_EQ(q.rq.post(r), 0);
+  ASSERT_EQ(munmap(map_ + kPage, kPage), 0);
+  const std::vector<uint8_t> data(100, 0xAB);
+  feed(send_hdr(), data);
+  expect({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0}, false);
+  const auto rc = q.poll_recv();
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].wr_id, 4u);
+  EXPECT_EQ(rc[0].status, WcStatus::LocProtErr);
+}
+
+// With CRC the engine reads the source for the CRC (through the kernel): Remote Protection
+// Error. Without, only the kernel's sendmsg reads it, and refuses with EFAULT (the connection
+// then fails); either way the process lives.
+TEST_P(QpCraftedFaultTest, ReadOfUnmappedSourceNeverFaultsTheProcess) {
+  std::vector<uint8_t> rr(wire::kReadRequestHeaderSize);
+  wire::encode_read_request(rr.data(), {0x77, 0, 512, key_, second_page()});
+  feed(read_hdr(1), rr);  // accepted: the source is mapped now
+  ASSERT_EQ(munmap(map_ + kPage, kPage), 0);
+  if (crc_) {
+    expect({TermLayer::Rdma, term::kRdmaRemoteProtection, term::kAccessRights}, false);
+    return;
+  }
+  const std::span<const iovec> iov = q.qp->tx_pending();
+  size_t total = 0;
+  for (const iovec& v : iov) total += v.iov_len;
+  int sp[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
+  const ssize_t r = writev(sp[0], iov.data(), static_cast<int>(iov.size()));
+  const int err = errno;
+  close(sp[0]);
+  close(sp[1]);
+  if (r < 0)
+    EXPECT_EQ(err, EFAULT);
+  else
+    EXPECT_LT(static_cast<size_t>(r), total);
+}
+
+TEST_P(QpCraftedFaultTest, ReadSourceDeregisteredAfterAcceptanceIsNotRead) {
+  std::vector<uint8_t> rr(wire::kReadRequestHeaderSize);
+  wire::encode_read_request(rr.data(), {0x77, 0, 512, key_, second_page()});
+  feed(read_hdr(1), rr);
+  ASSERT_EQ(q.reg.deregister(key_), 0);
+  expect({TermLayer::Rdma, term::kRdmaRemoteProtection, term::kInvalidStag}, false);
+}
+
+INSTANTIATE_TEST_SUITE_P(CrcOnOff, QpCraftedFaultTest, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& i) {
+                           return i.param ? "Crc" : "NoCrc";
+                         });
 
 class QpCraftedMarkerTest : public QpCraftedTest {
  protected:
