@@ -68,11 +68,12 @@ Qp::Qp(const QpConfig& config)
 Qp::ResolvedSge Qp::Sgl::at(uint64_t offset) const {
   for (uint32_t i = 0; i < n; ++i) {
     if (offset < sge[i].len) {
-      return {sge[i].ptr + offset, static_cast<uint32_t>(sge[i].len - offset)};
+      return {sge[i].ptr + offset, static_cast<uint32_t>(sge[i].len - offset), sge[i].lkey,
+              sge[i].addr + offset};
     }
     offset -= sge[i].len;
   }
-  return {nullptr, 0};
+  return {nullptr, 0, 0, 0};
 }
 
 // Local SGEs are validated like remote accesses, against the QP's PD (verbs: a bad lkey is a
@@ -85,7 +86,7 @@ bool Qp::resolve_sgl(const Sge* sges, uint32_t n, uint32_t access, Sgl* out) con
     const memory::Mapping m =
         cfg_.registry->check(sges[i].lkey, cfg_.pd, 0, access, sges[i].addr, sges[i].length);
     if (m.result != memory::AccessResult::Ok) return false;
-    out->sge[out->n++] = {m.host, sges[i].length};
+    out->sge[out->n++] = {m.host, sges[i].length, sges[i].lkey, sges[i].addr};
     out->total += sges[i].length;
   }
   return true;
@@ -120,7 +121,7 @@ int Qp::post_send(const SendWr& wr) {
       len += wr.sg_list[i].length;
     }
     e.sgl.n = len ? 1 : 0;
-    e.sgl.sge[0] = {e.inline_data, static_cast<uint32_t>(len)};
+    e.sgl.sge[0] = {e.inline_data, static_cast<uint32_t>(len), 0, 0};
     e.sgl.total = len;
   } else {
     // The Read sink is written by the response: it needs local write access.

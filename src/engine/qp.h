@@ -132,6 +132,8 @@ class Qp {
   struct ResolvedSge {
     uint8_t* ptr;
     uint32_t len;
+    uint32_t lkey;  // the SGE's key and address at ptr, to validate it again at placement
+    uint64_t addr;
   };
   // A gather/scatter list resolved to host addresses, with a cursor for sequential access.
   struct Sgl {

@@ -86,8 +86,18 @@ Qp::RxNeed Qp::rx_need() {
           break;
         }
         case RxDest::Sgl: {
+          // Our own receive buffer or Read sink, resolved when the message began: validated
+          // again for each read, like a Write's target, so that nothing is placed after
+          // ibv_dereg_mr returned (a later segment of a Send or Read Response).
           const ResolvedSge piece = rx_sgl_->at(rx_sgl_off_ + rx_got_);
-          need = {piece.ptr, std::min<uint64_t>(piece.len, left)};
+          const uint64_t len = std::min<uint64_t>(piece.len, left);
+          rx_pin_ =
+              cfg_.registry->pin(piece.lkey, cfg_.pd, 0, memory::kLocalWrite, piece.addr, len);
+          if (!rx_pin_.ok()) {
+            rx_fault();
+            return rx_need();
+          }
+          need = {rx_pin_.mapping().host, len};
           break;
         }
         case RxDest::TermBody:

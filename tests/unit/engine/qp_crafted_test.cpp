@@ -285,6 +285,31 @@ TEST_F(QpCraftedTest, SendSegmentLeavingAHoleIsInvalidMo) {
   EXPECT_NE(rc[0].status, WcStatus::Success);
 }
 
+// The receive buffer is deregistered between two segments of one Send: the second is not
+// placed (RFC 5041 §8.3.1(6)), the receive completes with a local protection error.
+TEST_F(QpCraftedTest, SendBufferDeregisteredBetweenSegmentsIsNotWritten) {
+  std::vector<uint8_t> inbox(1000, 0);
+  const memory::Stag k = q.reg_mr(inbox, memory::kLocalWrite);
+  RecvWr r;
+  r.wr_id = 6;
+  r.num_sge = 1;
+  r.sg_list[0] = sge_of(inbox, k);
+  ASSERT_EQ(q.rq.post(r), 0);
+  wire::SegmentHeader first = send_hdr();
+  first.last = false;
+  feed(first, std::vector<uint8_t>(16, 0xAB));
+  ASSERT_EQ(q.reg.deregister(k), 0);
+  wire::SegmentHeader last = send_hdr();
+  last.mo = 16;
+  feed(last, std::vector<uint8_t>(16, 0xCD));
+  expect({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0}, false);
+  const auto rc = q.poll_recv();
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, WcStatus::LocProtErr);
+  EXPECT_EQ(inbox[15], 0xAB);
+  EXPECT_EQ(inbox[16], 0);  // nothing of the second segment
+}
+
 // A Read whose response does not bring every octet it asked for.
 class QpCraftedReadResponseTest : public QpCraftedTest {
  protected:
@@ -346,6 +371,19 @@ TEST_F(QpCraftedReadResponseTest, SegmentLeavingAHoleIsBaseBounds) {
   expect({TermLayer::Ddp, term::kDdpTagged, term::kDdpBaseBounds}, true);
   expect_read_failed();
   EXPECT_EQ(sink, std::vector<uint8_t>(1000, 0xEE));  // nothing placed
+}
+
+TEST_F(QpCraftedReadResponseTest, SinkDeregisteredBetweenSegmentsIsNotWritten) {
+  const std::vector<uint8_t> data(500, 0xAB);
+  feed(response(0, false), data);
+  ASSERT_EQ(q.reg.deregister(sink_key), 0);
+  feed(response(500, true), data);
+  expect({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0}, false);
+  const auto sc = q.poll_send();
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].status, WcStatus::LocProtErr);
+  EXPECT_EQ(sink[499], 0xAB);
+  EXPECT_EQ(sink[500], 0xEE);  // nothing of the second segment
 }
 
 TEST_F(QpCraftedReadResponseTest, WholeResponseInTwoSegmentsCompletes) {
