@@ -90,6 +90,16 @@ class QpCraftedTest : public testing::Test {
       EXPECT_EQ(0, std::memcmp(t.ddp_header, last_header_.data(), last_header_.size()));
     }
   }
+  // Registers buf and posts one receive into all of it; returns the lkey.
+  memory::Stag post_recv_into(std::vector<uint8_t>& buf, uint64_t wr_id) {
+    const memory::Stag k = q.reg_mr(buf, memory::kLocalWrite);
+    RecvWr r;
+    r.wr_id = wr_id;
+    r.num_sge = 1;
+    r.sg_list[0] = sge_of(buf, k);
+    EXPECT_EQ(q.rq.post(r), 0);
+    return k;
+  }
   static wire::SegmentHeader send_hdr(uint32_t msn = 1) {
     wire::SegmentHeader h;
     h.last = true;
@@ -246,12 +256,7 @@ TEST_F(QpCraftedTest, EverythingAfterAnErrorIsDropped) {
 // with Success.
 TEST_F(QpCraftedTest, SendOfOnlyItsLastSegmentIsInvalidMo) {
   std::vector<uint8_t> inbox(1000, 0xEE);
-  const memory::Stag k = q.reg_mr(inbox, memory::kLocalWrite);
-  RecvWr r;
-  r.wr_id = 5;
-  r.num_sge = 1;
-  r.sg_list[0] = sge_of(inbox, k);
-  ASSERT_EQ(q.rq.post(r), 0);
+  post_recv_into(inbox, 5);
   wire::SegmentHeader h = send_hdr();
   h.mo = 200;
   const std::vector<uint8_t> data(16, 0xAB);
@@ -266,11 +271,7 @@ TEST_F(QpCraftedTest, SendOfOnlyItsLastSegmentIsInvalidMo) {
 
 TEST_F(QpCraftedTest, SendSegmentLeavingAHoleIsInvalidMo) {
   std::vector<uint8_t> inbox(1000, 0);
-  const memory::Stag k = q.reg_mr(inbox, memory::kLocalWrite);
-  RecvWr r;
-  r.num_sge = 1;
-  r.sg_list[0] = sge_of(inbox, k);
-  ASSERT_EQ(q.rq.post(r), 0);
+  post_recv_into(inbox, 0);
   const std::vector<uint8_t> data(16, 0xAB);
   wire::SegmentHeader first = send_hdr();
   first.last = false;
@@ -289,12 +290,7 @@ TEST_F(QpCraftedTest, SendSegmentLeavingAHoleIsInvalidMo) {
 // placed (RFC 5041 §8.3.1(6)), the receive completes with a local protection error.
 TEST_F(QpCraftedTest, SendBufferDeregisteredBetweenSegmentsIsNotWritten) {
   std::vector<uint8_t> inbox(1000, 0);
-  const memory::Stag k = q.reg_mr(inbox, memory::kLocalWrite);
-  RecvWr r;
-  r.wr_id = 6;
-  r.num_sge = 1;
-  r.sg_list[0] = sge_of(inbox, k);
-  ASSERT_EQ(q.rq.post(r), 0);
+  const memory::Stag k = post_recv_into(inbox, 6);
   wire::SegmentHeader first = send_hdr();
   first.last = false;
   feed(first, std::vector<uint8_t>(16, 0xAB));
