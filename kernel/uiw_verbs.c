@@ -382,16 +382,10 @@ static int uiw_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 
 /*
  * uiw pins nothing (the provider places data through the process's own mappings), but a
- * registration must still name memory the process has: as a pinning RNIC fails with -EFAULT
- * on an unmapped range, refuse a range with a hole in it. ODP registrations (explicit) are
- * checked the same way: the provider writes into them with CPU stores, so a range the process
- * does not have would fault in the provider rather than fail a verb.
- */
-/*
- * The provider places and sources in user space, so registration is where the process's own
- * mappings are checked, as ib_umem_get() does for siw (FOLL_WRITE for write access): the
- * whole range mapped, readable, and writable when the region may be written. Nothing is
- * pinned; a later munmap or mprotect is caught by the provider's placement.
+ * registration must still name memory the process has, as ib_umem_get() demands of a pinning
+ * RNIC such as siw (FOLL_WRITE for write access): the whole range mapped and readable, and
+ * writable when the region may be written; -EFAULT otherwise. ODP registrations (explicit) are
+ * checked the same way. A later munmap or mprotect is caught by the provider's placement.
  */
 static int uiw_check_mapped(u64 start, u64 len, bool write)
 {

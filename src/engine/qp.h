@@ -193,9 +193,9 @@ class Qp {
   void build_terminate();
   void build_rtr();
   TxSlot& begin_slot(SlotDone done, uint32_t index);
-  void append(TxSlot& s, const uint8_t* p, size_t len, bool fold_crc = true);
-  bool append_app(TxSlot& s, const uint8_t* p, size_t len);
-  void append_iov(TxSlot& s, const uint8_t* p, size_t k);
+  // app: p is application memory a peer named (see qp_tx.cpp); false only then, on a fault.
+  bool append(TxSlot& s, const uint8_t* p, size_t len, bool fold_crc = true, bool app = false);
+  bool fold_app_crc(const uint8_t* p, size_t len);
   void unbuild_slot(TxSlot& s);
   void end_slot(TxSlot& s, size_t ulpdu_len);
   void put_marker(TxSlot& s);
@@ -257,7 +257,7 @@ class Qp {
   bool want_shutdown_ = false;
   std::vector<uint8_t> detached_;  // the unsent rest of a partly sent FPDU after an error
   std::array<uint8_t, wire::kTerminateMaxSize> term_body_{};
-  std::vector<uint8_t> tx_bounce_;  // CRC of application memory (append_app), kTxBounce octets
+  std::vector<uint8_t> tx_bounce_;  // CRC of application memory (append), kTxBounce octets
 
   // Receive
   RxSt rx_st_ = RxSt::Length;

@@ -365,15 +365,6 @@ void Qp::rx_begin_payload() {
       }
       if (rx_payload_len_ == 0) break;
       const SqEntry& e = sq_at(orq_[orq_head_]);
-      // Our Read Request named TO 0 and the Read's length (RFC 5040 §5.2.2: the Data Sink MAY
-      // validate them); over an in-order LLP the Data Source sends the response's segments in
-      // order, so each one starts where the last one ended. One that does not would leave a
-      // hole the completion would claim was filled: treated as placing outside the part of the
-      // sink this response may fill next (RFC 5041 §7.1 tagged check 3-4).
-      if (rx_seg_.to != orq_placed_) {
-        rx_fail(ddp_tagged_error(AccessResult::BaseBounds), true, false);
-        return;
-      }
       // RFC 5041 §7.1 tagged checks against the sink our Read Request named: STag, 64-bit
       // wrap, base (TO 0) and bounds (the scatter list's length).
       if (rx_seg_.stag != e.sink_stag) {
@@ -385,6 +376,15 @@ void Qp::rx_begin_payload() {
         return;
       }
       if (rx_seg_.to + rx_payload_len_ > e.sgl.total) {
+        rx_fail(ddp_tagged_error(AccessResult::BaseBounds), true, false);
+        return;
+      }
+      // Our Read Request named TO 0 and the Read's length (RFC 5040 §5.2.2: the Data Sink MAY
+      // validate them); over an in-order LLP the Data Source sends the response's segments in
+      // order, so each one starts where the last one ended. One that does not would leave a
+      // hole the completion would claim was filled: treated as placing outside the part of the
+      // sink this response may fill next (RFC 5041 §7.1 tagged check 3-4).
+      if (rx_seg_.to != orq_placed_) {
         rx_fail(ddp_tagged_error(AccessResult::BaseBounds), true, false);
         return;
       }

@@ -159,44 +159,39 @@ void Qp::put_marker(TxSlot& s) {
   if (at_start) tx_fpdu_start_ = tx_pos_;
 }
 
-void Qp::append(TxSlot& s, const uint8_t* p, size_t len, bool fold_crc) {
+// Application memory a peer asked for (app: a Read Response's source) is folded into the CRC
+// through memory::copy_from_app and a small bounce buffer, so a page unmapped since the Read
+// Request was accepted fails the copy instead of raising SIGSEGV; the octets themselves go out
+// from the application's memory, read by the kernel in sendmsg (EFAULT, not a signal). False
+// when such a page could not be read; the slot is then incomplete (unbuild_slot).
+bool Qp::append(TxSlot& s, const uint8_t* p, size_t len, bool fold_crc, bool app) {
   while (len > 0) {
     size_t k = len;
     if (params_.markers_tx) {
       if (tx_pos_ % wire::kMarkerInterval == 0) put_marker(s);
       k = std::min(k, wire::bytes_to_next_marker(tx_pos_));
     }
-    if (params_.crc && fold_crc) tx_crc_ = wire::crc32c_update(tx_crc_, p, k);
-    append_iov(s, p, k);
+    if (params_.crc && fold_crc && !app) tx_crc_ = wire::crc32c_update(tx_crc_, p, k);
+    if (params_.crc && fold_crc && app && !fold_app_crc(p, k)) return false;
+    tx_iov_[tx_iov_end_++] = {const_cast<uint8_t*>(p), k};
+    ++s.iov_count;
+    s.remaining += k;
+    s.bytes += k;
+    tx_batch_bytes_ += k;
+    tx_pos_ += k;
     p += k;
     len -= k;
   }
+  return true;
 }
 
-// Application memory a peer asked for (a Read Response's source): with CRCs its octets are read
-// through memory::copy_from_app into a small bounce buffer for the CRC, so a page unmapped since
-// the Read Request was accepted fails the copy instead of raising SIGSEGV; the octets themselves
-// go out from the application's memory, read by the kernel in sendmsg (EFAULT, not a signal).
-// False when some page could not be read; the slot is then incomplete (unbuild_slot).
-bool Qp::append_app(TxSlot& s, const uint8_t* p, size_t len) {
-  while (len > 0) {
-    size_t k = len;
-    if (params_.markers_tx) {
-      if (tx_pos_ % wire::kMarkerInterval == 0) put_marker(s);
-      k = std::min(k, wire::bytes_to_next_marker(tx_pos_));
-    }
-    if (params_.crc) {
-      if (tx_bounce_.empty()) tx_bounce_.resize(kTxBounce);  // only QPs that answer Reads
-      for (size_t off = 0; off < k;) {
-        const size_t n = std::min(k - off, tx_bounce_.size());
-        if (memory::copy_from_app(tx_bounce_.data(), p + off, n) != 0) return false;
-        tx_crc_ = wire::crc32c_update(tx_crc_, tx_bounce_.data(), n);
-        off += n;
-      }
-    }
-    append_iov(s, p, k);
-    p += k;
-    len -= k;
+bool Qp::fold_app_crc(const uint8_t* p, size_t len) {
+  if (tx_bounce_.empty()) tx_bounce_.resize(kTxBounce);  // only QPs that answer Reads
+  for (size_t off = 0; off < len;) {
+    const size_t n = std::min(len - off, tx_bounce_.size());
+    if (memory::copy_from_app(tx_bounce_.data(), p + off, n) != 0) return false;
+    tx_crc_ = wire::crc32c_update(tx_crc_, tx_bounce_.data(), n);
+    off += n;
   }
   return true;
 }
@@ -207,15 +202,6 @@ void Qp::unbuild_slot(TxSlot& s) {
   tx_batch_bytes_ -= s.bytes;
   tx_pos_ = s.start_pos;
   --slots_used_;
-}
-
-void Qp::append_iov(TxSlot& s, const uint8_t* p, size_t k) {
-  tx_iov_[tx_iov_end_++] = {const_cast<uint8_t*>(p), k};
-  ++s.iov_count;
-  s.remaining += k;
-  s.bytes += k;
-  tx_batch_bytes_ += k;
-  tx_pos_ += k;
 }
 
 // PAD then CRC (RFC 5044 §4.1). A Marker landing right after the PAD belongs to this FPDU and is
@@ -316,7 +302,7 @@ bool Qp::build_irq_segment() {
   h.last = q.sent + chunk == q.rr.size;
   // Validated again for every segment (RFC 5041 §8.3.1(6): once deregistered, a region is no
   // longer read for the peer). The pin covers building the segment; the octets are read by the
-  // kernel when sent (see append_app).
+  // kernel when sent (see append).
   memory::Registry::Pin pin;
   if (chunk) {
     pin = cfg_.registry->pin(q.rr.src_stag, cfg_.pd, cfg_.qp_num, memory::kRemoteRead,
@@ -330,7 +316,7 @@ bool Qp::build_irq_segment() {
   const size_t hlen = wire::encode_segment_header(s.hdr + 2, h);
   wire::store_be16(s.hdr, static_cast<uint16_t>(hlen + chunk));
   append(s, s.hdr, 2 + hlen);
-  if (chunk && !append_app(s, pin.mapping().host, chunk)) {
+  if (chunk && !append(s, pin.mapping().host, chunk, true, true)) {
     unbuild_slot(s);
     set_terminate(rdmap_protection_error(memory::AccessResult::AccessDenied), false, false);
     return true;

@@ -1,5 +1,6 @@
 #include "memory/app_copy.h"
 
+#include <pthread.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -13,6 +14,24 @@ namespace uiw::memory {
 namespace {
 
 std::atomic<bool> g_unsafe{false};
+
+// The calling process's pid, without a getpid() system call per copy: refreshed in the child
+// of every fork() (pthread_atfork), so a child never addresses its parent's memory.
+std::atomic<pid_t> g_self{0};
+
+pid_t self_pid() {
+  static const bool registered = [] {
+    pthread_atfork(nullptr, nullptr, [] { g_self.store(getpid(), std::memory_order_relaxed); });
+    return true;
+  }();
+  (void)registered;
+  pid_t p = g_self.load(std::memory_order_relaxed);
+  if (p == 0) {
+    p = getpid();
+    g_self.store(p, std::memory_order_relaxed);
+  }
+  return p;
+}
 
 // A sandbox may forbid the calls (a seccomp filter answers EPERM or ENOSYS); the data path must
 // still work, so it copies directly and says once that a fault now costs the process.
@@ -34,7 +53,7 @@ int transfer(void* dst, const void* src, size_t n, bool to_app) {
     std::memcpy(dst, src, n);
     return 0;
   }
-  const pid_t self = getpid();  // not cached: a forked child is another process
+  const pid_t self = self_pid();
   iovec local{}, app{};
   if (to_app) {
     local = {const_cast<void*>(src), n};

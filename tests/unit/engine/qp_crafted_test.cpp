@@ -100,6 +100,15 @@ class QpCraftedTest : public testing::Test {
     EXPECT_EQ(q.rq.post(r), 0);
     return k;
   }
+  static wire::SegmentHeader tagged_hdr(wire::Opcode op, uint32_t stag, uint64_t to, bool last) {
+    wire::SegmentHeader h;
+    h.tagged = true;
+    h.last = last;
+    h.rdmap_control = wire::rdmap_control(op);
+    h.stag = stag;
+    h.to = to;
+    return h;
+  }
   static wire::SegmentHeader send_hdr(uint32_t msn = 1) {
     wire::SegmentHeader h;
     h.last = true;
@@ -313,11 +322,7 @@ class QpCraftedReadResponseTest : public QpCraftedTest {
     sink_key = q.reg_mr(sink, memory::kLocalWrite | memory::kRemoteWrite);
     // The responder speaks only after the initiator's first FPDU (RFC 5044 §7.1.2): a
     // zero-length Write, whose STag is not checked (RFC 5041 §5.2).
-    wire::SegmentHeader w;
-    w.tagged = true;
-    w.last = true;
-    w.rdmap_control = wire::rdmap_control(wire::Opcode::RdmaWrite);
-    feed(w);
+    feed(tagged_hdr(wire::Opcode::RdmaWrite, 0, 0, true));
     SendWr rd;
     rd.wr_id = 9;
     rd.opcode = WrOpcode::RdmaRead;
@@ -335,13 +340,7 @@ class QpCraftedReadResponseTest : public QpCraftedTest {
     sink_stag = rr.sink_stag;
   }
   wire::SegmentHeader response(uint64_t to, bool last) const {
-    wire::SegmentHeader h;
-    h.tagged = true;
-    h.last = last;
-    h.rdmap_control = wire::rdmap_control(wire::Opcode::ReadResponse);
-    h.stag = sink_stag;
-    h.to = to;
-    return h;
+    return tagged_hdr(wire::Opcode::ReadResponse, sink_stag, to, last);
   }
   void expect_read_failed() {
     const auto sc = q.poll_send();
@@ -412,13 +411,7 @@ class QpCraftedFaultTest : public QpCraftedTest, public testing::WithParamInterf
   ~QpCraftedFaultTest() override { munmap(map_, 2 * kPage); }
   uint64_t second_page() const { return reinterpret_cast<uint64_t>(map_) + kPage; }
   wire::SegmentHeader write_to(uint64_t to) const {
-    wire::SegmentHeader h;
-    h.tagged = true;
-    h.last = true;
-    h.rdmap_control = wire::rdmap_control(wire::Opcode::RdmaWrite);
-    h.stag = key_;
-    h.to = to;
-    return h;
+    return tagged_hdr(wire::Opcode::RdmaWrite, key_, to, true);
   }
   uint8_t* map_ = nullptr;
   memory::Stag key_ = 0;
