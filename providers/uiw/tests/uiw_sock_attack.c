@@ -16,6 +16,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -57,6 +58,10 @@ static void connect_client(int lfd, const union ibv_gid* gid, int* client, int* 
   *client = socket(AF_INET, SOCK_STREAM, 0);
   if (*client < 0 || connect(*client, (struct sockaddr*)&a, sizeof(a)))
     die("client connect to the hijacked socket: %s", strerror(errno));
+  // The handed socket is non-blocking, and connect() can return before the listener has
+  // queued the child (the handshake's last ACK may be handled later, in ksoftirqd): wait.
+  struct pollfd p = {.fd = lfd, .events = POLLIN};
+  if (poll(&p, 1, 5000) != 1) die("no child on the hijacked socket within 5 s");
   *child = accept(lfd, NULL, NULL);
   if (*child < 0) die("accept on the hijacked socket: %s", strerror(errno));
   if (write(*client, "x", 1) != 1) die("client write: %s", strerror(errno));
