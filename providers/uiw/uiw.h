@@ -12,9 +12,9 @@
 // Threads: the application's, one runtime::Progress thread per context (places one-sided
 // traffic and answers Reads without the application) and one readiness thread per context
 // (waits on the eventfd uiw.ko signals and picks up handed-over sockets). Lock order:
-// Context::mu, then Qp::mu, then the Connection's mutex; the Progress thread takes only the
-// last. No exception leaves a provider entry point: every one is noexcept and reports errors
-// through its return value and errno.
+// Context::mu, then Qp::mu, then the QueuePair's mutex; the Progress thread takes only the
+// last, and never holds its own while it does. No exception leaves a provider entry point: every
+// one is noexcept and reports errors through its return value and errno.
 #pragma once
 
 #include <atomic>
@@ -28,8 +28,8 @@
 #include "engine/qp.h"
 #include "engine/receive_queue.h"
 #include "memory/registry.h"
-#include "runtime/connection.h"
 #include "runtime/progress.h"
+#include "runtime/queue_pair.h"
 #include "uiw-abi.h"
 #include "uiw_pabi.h"
 
@@ -66,7 +66,7 @@ struct Cq : ibv_cq_ex {
   ibv_wc cur{};  // the completion start_poll/next_poll returned, for the read_* functions
   // The QPs completing here: an empty poll drives their connections inline (busy-poll), so a
   // polling application makes progress itself instead of waiting for the progress thread's
-  // next time slice. Lock order: qps_mu before any Connection mutex.
+  // next time slice. Lock order: qps_mu before any QueuePair mutex.
   std::mutex qps_mu;
   std::vector<Qp*> qps;
   std::atomic<bool> overrun_reported{false};  // IBV_EVENT_CQ_ERR is raised once
@@ -77,10 +77,6 @@ struct Srq : ibv_srq {
   uint32_t max_sge = 0;  // as created: receives with more are refused
   std::unique_ptr<engine::ReceiveQueue> rq;
 };
-
-// Where a QP's connection is. Waiting: no socket yet (sends queue up in the engine); Up: the
-// engine runs on the handed-over socket; Down: aborted or reset, nothing moves any more.
-enum class Link : uint8_t { Waiting, Up, Down };
 
 // A verbs_qp: ibv_qp_to_qp_ex() finds the ibv_qp_ex of a QP made with send_ops_flags (the
 // ibv_wr_* functions, uiw_data.cpp), so every ibv_qp field is reached through qp.
@@ -95,12 +91,11 @@ struct Qp : verbs_qp {
   engine::ReceiveQueue* rq = nullptr;            // own_rq or the SRQ's
   engine::CompletionQueue* scq = nullptr;
   engine::CompletionQueue* rcq = nullptr;
-  // Serialises the engine Qp before it has a Connection, and publishing conn; afterwards the
-  // Connection's mutex serialises the engine.
+  // Serialises posting verbs, the ibv_wr_* batch and replacing rt. A thread that uses rt
+  // without mu holds a copy of the pointer taken under it (runtime_of), so a concurrent
+  // RESET, which replaces rt, never frees the QueuePair under it.
   std::mutex mu;
-  std::unique_ptr<engine::Qp> eqp;
-  std::unique_ptr<runtime::Connection> conn;
-  std::atomic<Link> link{Link::Waiting};
+  std::shared_ptr<runtime::QueuePair> rt;  // engine + connection; a new one after RESET
   // Connected on RTR (IBV_QP_AV + IBV_QP_DEST_QPN), so no rdma_cm reports the connection's end:
   // a peer's close is raised as IBV_EVENT_QP_FATAL instead, unless we closed first.
   std::atomic<bool> rtr_connect{false};
@@ -169,6 +164,11 @@ inline Qp* to_qp(ibv_qp_ex* q) {
 }
 inline Mr* to_mr(verbs_mr* m) {
   return static_cast<Mr*>(m);
+}
+// The QP's runtime QueuePair, kept alive for the caller even if RESET replaces it meanwhile.
+inline std::shared_ptr<runtime::QueuePair> runtime_of(Qp* qp) {
+  std::lock_guard lock(qp->mu);
+  return qp->rt;
 }
 
 // uiw_data.cpp: the data path ops, and the CQ <-> QP association of busy polling.

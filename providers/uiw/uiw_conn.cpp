@@ -128,7 +128,7 @@ bool debug_enabled() {
 // ---- twins: connections of this process whose two ends are both here (uiw.h). An end is
 // known by its socket's local and peer addresses; a twin has them swapped. Only connections to
 // an address of this host are registered. Lock order: contexts_mu, Context::mu, twins_mu, a
-// Connection's mutex. A QP leaves the registry (twin_forget) before its connection is dropped,
+// QueuePair's mutex. A QP leaves the registry (twin_forget) before its QueuePair is replaced,
 // so a twin found under twins_mu has a live connection.
 struct TwinEnd {
   Qp* qp;
@@ -212,13 +212,13 @@ bool attach_socket(Context* ctx, Qp* qp) {
     // is in Error, its work requests complete with flush errors (uiw.ko raised QP fatal).
     std::fprintf(stderr, "uiw: QP %u: connection failed: %s\n", qp->qp.qp_num, std::strerror(rc));
     std::lock_guard lock(qp->mu);
-    qp->link = Link::Down;
-    qp->eqp->abort();
+    qp->rt->abort();
     return true;
   }
   std::lock_guard lock(qp->mu);
+  runtime::QueuePair& rt = *qp->rt;
   // The application may have moved the QP to ERR/RESET meanwhile: the socket is of no use then.
-  if (qp->eqp->state() != engine::QpState::Idle || info.qpn != qp->qp.qp_num) {
+  if (rt.state() != engine::QpState::Idle || info.qpn != qp->qp.qp_num) {
     close(fd);
     return true;
   }
@@ -229,24 +229,26 @@ bool attach_socket(Context* ctx, Qp* qp) {
     else
       stream = std::make_unique<transport::TcpStream>(fd);
     const engine::ConnParams p = conn_params(info, *stream);
-    qp->eqp->start(p);
-    qp->conn = std::make_unique<runtime::Connection>(qp->eqp.get(), std::move(stream));
+    if (rt.attach(std::move(stream), p, ctx->progress.get()) != 0) {
+      rt.abort();
+      return true;
+    }
   } catch (...) {
     // The stream (if built) owns and closes fd; the QP can no longer connect.
-    qp->eqp->abort();
+    rt.abort();
     return true;
   }
-  if (debug_enabled())
-    std::fprintf(stderr, "uiw: QP %u: socket taken (%s, crc %d, ird %u, ord %u, mulpdu %u)\n",
-                 qp->qp.qp_num, (info.flags & UIW_CONN_F_INITIATOR) ? "initiator" : "responder",
-                 qp->eqp->params().crc, info.ird, info.ord, qp->eqp->params().mulpdu);
   try {
-    twin_register(qp, qp->conn->stream().fd());
+    twin_register(qp, rt.fd());
   } catch (const std::bad_alloc&) {
     // Not a twin then: its Writes are placed by the peer's progress thread, a little later.
   }
-  qp->link = Link::Up;
-  ctx->progress->add(qp->conn.get());
+  if (debug_enabled()) {
+    const engine::ConnParams p = rt.with_engine([](engine::Qp& e) { return e.params(); });
+    std::fprintf(stderr, "uiw: QP %u: socket taken (%s, crc %d, ird %u, ord %u, mulpdu %u)\n",
+                 qp->qp.qp_num, (info.flags & UIW_CONN_F_INITIATOR) ? "initiator" : "responder",
+                 p.crc, info.ird, info.ord, p.mulpdu);
+  }
   return true;
 }
 
@@ -308,33 +310,26 @@ void qp_event(Qp* qp, engine::QpEvent ev) noexcept {
 }
 
 void qp_drain(Qp* qp, int timeout_ms) noexcept {
-  if (qp->link != Link::Up) return;
-  runtime::Connection& c = *qp->conn;
-  c.close();
+  const std::shared_ptr<runtime::QueuePair> rt = runtime_of(qp);
+  if (rt->link() != runtime::Link::Up) return;
+  rt->close();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
-    c.progress();
-    {
-      std::lock_guard lock(c.mu());
-      const engine::Qp& e = *qp->eqp;
-      // Closing ends with want_shutdown once nothing is queued or owed, and Connection then
-      // sends our FIN itself (the kernel's SHUT_WR after it is a no-op).
-      if (e.state() == engine::QpState::Error || (e.tx_want_shutdown() && e.tx_idle())) break;
-    }
+    rt->progress();
+    // Closing ends with want_shutdown once nothing is queued or owed, and Connection then
+    // sends our FIN itself (the kernel's SHUT_WR after it is a no-op).
+    if (rt->with_engine([](engine::Qp& e) {
+          return e.state() == engine::QpState::Error || (e.tx_want_shutdown() && e.tx_idle());
+        }))
+      break;
     if (std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  c.progress();
+  rt->progress();
 }
 
 void qp_abort(Qp* qp) noexcept {
-  std::lock_guard lock(qp->mu);
-  if (qp->link.exchange(Link::Down) == Link::Up) {
-    qp->ctx->progress->remove(qp->conn.get());
-    qp->conn->abort();  // flushes every WR with WrFlushErr
-  } else {
-    qp->eqp->abort();
-  }
+  runtime_of(qp)->abort();  // flushes every WR with WrFlushErr, resets the connection
 }
 
 namespace {
@@ -343,21 +338,14 @@ namespace {
 // carries the same octets both ways: the engines count them alike), at most 200 ms.
 // Requires twins_mu.
 void place_at_twin(Qp* from, Qp* twin) {
-  uint64_t sent;
-  bool tcp;
-  {
-    std::lock_guard lock(from->conn->mu());
-    sent = from->eqp->stats().tx_bytes;
-    tcp = from->eqp->params().llp != engine::Llp::Sctp;
-  }
+  const auto [sent, tcp] = from->rt->with_engine([](engine::Qp& e) {
+    return std::pair{e.stats().tx_bytes, e.params().llp != engine::Llp::Sctp};
+  });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
   for (;;) {
-    twin->conn->progress();
+    twin->rt->progress();
     if (!tcp) return;  // one pass: SCTP records are counted differently on the two sides
-    {
-      std::lock_guard lock(twin->conn->mu());
-      if (twin->eqp->stats().rx_bytes >= sent) return;
-    }
+    if (twin->rt->with_engine([](engine::Qp& e) { return e.stats().rx_bytes; }) >= sent) return;
     if (std::chrono::steady_clock::now() > deadline) return;
     sched_yield();  // the bytes are on their way through the loopback device
   }
@@ -373,7 +361,8 @@ void twin_deliver(Qp* qp) noexcept {
         auto me =
             std::find_if(twins.begin(), twins.end(), [qp](const TwinEnd& t) { return t.qp == qp; });
         if (me == twins.end()) return;
-        if (me->twin && me->twin->link == Link::Up) return place_at_twin(qp, me->twin);
+        if (me->twin && me->twin->rt->link() == runtime::Link::Up)
+          return place_at_twin(qp, me->twin);
       }
       if (attempt) return;
       // No twin yet: its context may not have picked up its socket (the readiness thread has
@@ -487,12 +476,10 @@ extern "C" __attribute__((visibility("default"))) int uiwdv_query_terminate(
   if (!ibqp || ibqp->context->ops.poll_cq != poll_cq) return EINVAL;
   Qp* qp = to_qp(ibqp);
   try {  // no exception leaves a provider entry point (a failing lock throws)
-    std::unique_lock lock(qp->mu);
-    std::unique_lock<std::mutex> clock;
-    // Lock order: Qp::mu, then the Connection's mutex (which serialises the engine once set).
-    if (qp->conn) clock = std::unique_lock(qp->conn->mu());
-    export_terminate(qp->eqp->terminate_sent(), sent);
-    export_terminate(qp->eqp->terminate_received(), received);
+    runtime_of(qp)->with_engine([&](uiw::engine::Qp& e) {
+      export_terminate(e.terminate_sent(), sent);
+      export_terminate(e.terminate_received(), received);
+    });
   } catch (...) {
     return EIO;
   }

@@ -381,7 +381,7 @@ int build_engine_qp(Qp* qp) {
     c.recv_cq = qp->rcq;
     c.rq = qp->rq;
     c.on_event = [qp](engine::QpEvent ev) { qp_event(qp, ev); };
-    qp->eqp = std::make_unique<engine::Qp>(c);
+    qp->rt = std::make_shared<runtime::QueuePair>(c);
     return 0;
   });
 }
@@ -493,11 +493,10 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
       cq_detach(to_cq(qp->qp.send_cq), qp);
       cq_detach(to_cq(qp->qp.recv_cq), qp);
       {
+        // A thread that took the old QueuePair (runtime_of) keeps it until it is done with it.
         std::lock_guard qlock(qp->mu);
-        qp->conn.reset();
-        qp->eqp.reset();
+        qp->rt.reset();
         if (const int rc = build_engine_qp(qp)) return rc;
-        qp->link = Link::Waiting;
         qp->rtr_connect = false;
         qp->local_close = false;
       }
@@ -513,8 +512,8 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
       return 0;
     }
     case IBV_QPS_SQD: {
-      std::lock_guard lock(qp->mu);
-      if (!qp->conn) qp->eqp->close();  // never connected: flush
+      const std::shared_ptr<runtime::QueuePair> rt = runtime_of(qp);
+      if (rt->link() == runtime::Link::Waiting) rt->close();  // never connected: flush
       return 0;
     }
     default:  // INIT, RTR, RTS: the kernel runs the connection; the socket comes by itself
@@ -528,14 +527,7 @@ int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init) 
   // The kernel's state is a shadow: an engine that failed (Terminate, lost connection) is in
   // Error whatever the shadow says.
   Qp* qp = to_qp(ibqp);
-  std::unique_lock lock(qp->mu);
-  if (qp->conn) {
-    lock.unlock();
-    std::lock_guard clock(qp->conn->mu());
-    if (qp->eqp->state() == engine::QpState::Error) attr->qp_state = IBV_QPS_ERR;
-  } else if (qp->eqp->state() == engine::QpState::Error) {
-    attr->qp_state = IBV_QPS_ERR;
-  }
+  if (runtime_of(qp)->state() == engine::QpState::Error) attr->qp_state = IBV_QPS_ERR;
   // iWARP has one Idle state for RESET/INIT/RTR (RDMAC verbs); like other RNICs, report a new
   // QP as INIT (rdma-core's tests expect that of IBV_NODE_RNIC devices).
   if (attr->qp_state == IBV_QPS_RESET) attr->qp_state = IBV_QPS_INIT;
@@ -558,10 +550,13 @@ int destroy_qp(ibv_qp* ibqp) noexcept {
   // Engine first, so no completion of this QP reaches its CQs after destroy returns.
   cq_detach(to_cq(qp->qp.send_cq), qp);
   cq_detach(to_cq(qp->qp.recv_cq), qp);
-  if (qp->conn) ctx->progress->remove(qp->conn.get());
-  qp->link = Link::Down;
-  qp->conn.reset();
-  qp->eqp.reset();
+  std::shared_ptr<runtime::QueuePair> rt;
+  {
+    std::lock_guard lock(qp->mu);
+    rt = std::move(qp->rt);
+  }
+  rt->leave_progress();  // a thread that still holds it cannot make it complete anything now
+  rt.reset();
   if (const int rc = ibv_cmd_destroy_qp(ibqp)) return rc;
   delete qp;
   return 0;

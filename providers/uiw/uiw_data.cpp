@@ -1,7 +1,7 @@
 // libuiw data path: post_send / post_recv / post_srq_recv, poll_cq and req_notify_cq. No system
 // call on this path except the socket I/O of inline progress passes, a sched_yield after a
-// transmit or an empty, idle poll (give_way) and req_notify_cq's arm command; the translation between ibv_* and the engine's
-// types is table-driven (map_*).
+// transmit or an empty, idle poll (give_way) and req_notify_cq's arm command; the translation
+// between ibv_* and the engine's types is table-driven (map_*).
 #include <sched.h>
 
 #include <algorithm>
@@ -101,26 +101,11 @@ void to_wc(const engine::Completion& c, ibv_wc* wc) {
   }
 }
 
-// The engine call of a posting verb: through the Connection once there is one (its mutex
-// serialises the engine with the progress thread), else on the engine Qp under Qp::mu.
-template <typename F>
-int with_engine(Qp* qp, F&& f) {
-  if (qp->conn) {
-    std::lock_guard lock(qp->conn->mu());
-    return f(*qp->eqp);
-  }
-  return f(*qp->eqp);
-}
-
-// One inline progress pass unless another thread (the progress thread) is in one right now:
-// it moves these bytes anyway, and waiting for its mutex would put the caller to sleep for a
-// scheduler round trip (milliseconds under load). Racy by design: at worst the pass waits.
+// One inline progress pass of the QP (runtime::QueuePair::drive): in this thread unless another
+// holds it, which then moves these bytes (or the Progress thread, kicked). Requires Qp::mu
+// (rt stays), or a CQ's qps_mu (RESET and destroy detach the QP from its CQs first).
 bool try_progress(Qp* qp) {
-  if (qp->link != Link::Up) return false;
-  runtime::Connection& c = *qp->conn;
-  if (!c.mu().try_lock()) return false;
-  c.mu().unlock();
-  return c.progress();
+  return qp->rt->drive();
 }
 
 // Hands the CPU to whoever our last transmit woke. On a loaded or small machine (the test VM:
@@ -137,21 +122,23 @@ void give_way() {
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
   Qp* qp = to_qp(ibqp);
   int rc = 0;
+  bool moved;
   {
     std::lock_guard lock(qp->mu);
     for (; wr; wr = wr->next) {
       engine::SendWr ew;
       rc = to_engine(*wr, *qp, &ew);
-      if (!rc) rc = -with_engine(qp, [&](engine::Qp& e) { return e.post_send(ew); });
+      if (!rc) rc = -qp->rt->post_send(ew);
       if (rc) {
         *bad_wr = wr;
         break;
       }
     }
+    // Transmit now, in the caller's thread (the lowest latency, and no doorbell to ring); what
+    // the socket does not take, the progress thread sends when it becomes writable.
+    moved = try_progress(qp);
   }
-  // Transmit now, in the caller's thread (the lowest latency, and no doorbell to ring); what
-  // the socket does not take, the progress thread sends when it becomes writable.
-  if (try_progress(qp)) give_way();
+  if (moved) give_way();
   return rc;
 }
 
@@ -161,7 +148,7 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
   for (; wr; wr = wr->next) {
     engine::RecvWr ew;
     int rc = to_engine(*wr, qp->max_recv_sge, &ew);
-    if (!rc) rc = -with_engine(qp, [&](engine::Qp& e) { return e.post_recv(ew); });
+    if (!rc) rc = -qp->rt->post_recv(ew);
     if (rc) {
       *bad_wr = wr;
       return rc;
@@ -381,7 +368,7 @@ int qpx_wr_complete(ibv_qp_ex* x) {
   for (const Qp::BatchWr& b : qp->batch)
     if (!rc && b.wr.opcode == WrOpcode::RdmaRead && (b.wr.flags & engine::kSendInline)) rc = EINVAL;
   if (!rc) {
-    rc = with_engine(qp, [&](engine::Qp& e) {
+    rc = qp->rt->with_engine([&](engine::Qp& e) {
       if (e.state() != engine::QpState::Error && e.sq_free() < qp->batch.size()) return ENOMEM;
       for (Qp::BatchWr& b : qp->batch) {
         if (b.inline_len) b.wr.sg_list[0].addr = reinterpret_cast<uintptr_t>(b.inline_data);
@@ -392,8 +379,9 @@ int qpx_wr_complete(ibv_qp_ex* x) {
   }
   qp->batch.clear();
   qp->batch_error = 0;
+  const bool moved = !rc && try_progress(qp);
   qp->mu.unlock();
-  if (!rc && try_progress(qp)) give_way();
+  if (moved) give_way();
   return rc;
 }
 

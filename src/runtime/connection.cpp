@@ -11,10 +11,9 @@ using transport::IoStatus;
 Connection::Connection(engine::Qp* qp, std::unique_ptr<transport::ByteStream> stream)
     : qp_(qp), stream_(std::move(stream)), stage_(kStageSize) {}
 
-bool Connection::receive_locked() {
+bool Connection::receive() {
   bool moved = false;
-  // Bounded so one busy connection cannot starve the transmit side.
-  for (int round = 0; round < 64 && !rx_closed_; ++round) {
+  for (int round = 0; round < kRxRounds && !rx_closed_; ++round) {
     if (stage_off_ < stage_len_) {
       const size_t n = qp_->rx_feed({stage_.data() + stage_off_, stage_len_ - stage_off_});
       stage_off_ += n;
@@ -68,7 +67,7 @@ bool Connection::receive_locked() {
   return moved;
 }
 
-bool Connection::transmit_locked() {
+bool Connection::transmit() {
   bool moved = false;
   blocked_ = false;
   // After a failed write or our own shutdown nothing more can go out. The Qp may still hold
@@ -103,41 +102,18 @@ bool Connection::transmit_locked() {
 }
 
 bool Connection::progress() {
-  std::lock_guard lock(mu_);
-  const bool rx = receive_locked();
-  const bool tx = transmit_locked();
+  const bool rx = receive();
+  const bool tx = transmit();
   return rx || tx;
 }
 
-int Connection::post_send(const engine::SendWr& wr) {
-  std::lock_guard lock(mu_);
-  return qp_->post_send(wr);
-}
-
-int Connection::post_recv(const engine::RecvWr& wr) {
-  std::lock_guard lock(mu_);
-  return qp_->post_recv(wr);
-}
-
-void Connection::close() {
-  std::lock_guard lock(mu_);
-  qp_->close();
-}
-
 void Connection::abort() {
-  std::lock_guard lock(mu_);
   qp_->abort();
   stream_->abort();
   rx_closed_ = tx_shut_ = true;
 }
 
-bool Connection::wants_write() {
-  std::lock_guard lock(mu_);
-  return blocked_;
-}
-
-bool Connection::finished() {
-  std::lock_guard lock(mu_);
+bool Connection::finished() const {
   return rx_closed_ && (tx_shut_ || qp_->state() == engine::QpState::Error);
 }
 

@@ -6,13 +6,12 @@
 // at least kDirectMin bytes and the staging buffer is empty, the bytes are read straight into
 // their destination (Qp::rx_need / rx_commit: the directed read, no copy).
 //
-// Thread safety: progress() and the post_* helpers take mu(); the CQs are thread-safe on their
-// own. The Qp is owned by the caller and must outlive the Connection.
+// Thread safety: none; the caller serialises every call with the Qp's own (runtime::QueuePair
+// holds one mutex for both). The Qp is owned by the caller and must outlive the Connection.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "engine/qp.h"
@@ -28,34 +27,31 @@ class Connection {
  public:
   static constexpr size_t kStageSize = 64 * 1024;
   static constexpr size_t kDirectMin = 4096;
+  // Reads per pass: one busy connection cannot starve the transmit side or other connections.
+  static constexpr int kRxRounds = 64;
 
   Connection(engine::Qp* qp /* Unowned, must outlive */,
              std::unique_ptr<transport::ByteStream> stream);
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // One non-blocking pass: receive what is there, then send what the Qp has. Returns true if
-  // any byte moved. Takes mu().
+  // One non-blocking, bounded pass: receive what is there (at most kRxRounds reads), then send
+  // what the Qp has until the socket is full. Returns true if any byte moved: then there may be
+  // more to do, and the caller runs another pass (no readiness edge will announce it).
   bool progress();
-  // Posting helpers that take the lock (the caller then kicks its progress driver).
-  int post_send(const engine::SendWr& wr);
-  int post_recv(const engine::RecvWr& wr);
-  void close();  // graceful
-  void abort();  // RST
+  void abort();  // the Qp flushes, the stream is reset (RST)
 
   int fd() const { return stream_->fd(); }
-  bool wants_write();  // the Qp has bytes the socket did not take yet
-  bool finished();     // both directions are closed; nothing more will move
-  std::mutex& mu() { return mu_; }
+  bool wants_write() const { return blocked_; }  // the Qp has bytes the socket did not take yet
+  bool finished() const;  // both directions are closed; nothing more will move
   engine::Qp& qp() { return *qp_; }
   transport::ByteStream& stream() { return *stream_; }
   const ConnectionStats& stats() const { return stats_; }
 
  private:
-  bool receive_locked();
-  bool transmit_locked();
+  bool receive();
+  bool transmit();
 
-  std::mutex mu_;
   engine::Qp* const qp_;  // Unowned.
   std::unique_ptr<transport::ByteStream> stream_;
   std::vector<uint8_t> stage_;

@@ -10,7 +10,15 @@
 namespace uiw::runtime {
 
 HostEndpoint::HostEndpoint(uint32_t qpn, bool progress_thread, uint32_t sq_depth, uint32_t cq_depth)
-    : scq_(cq_depth), rcq_(cq_depth), want_thread_(progress_thread) {
+    : HostEndpoint(qpn, nullptr, sq_depth, cq_depth) {
+  if (progress_thread) driver_ = (own_progress_ = std::make_unique<Progress>()).get();
+}
+
+HostEndpoint::HostEndpoint(uint32_t qpn, Progress& shared, uint32_t sq_depth, uint32_t cq_depth)
+    : HostEndpoint(qpn, &shared, sq_depth, cq_depth) {}
+
+HostEndpoint::HostEndpoint(uint32_t qpn, Progress* driver, uint32_t sq_depth, uint32_t cq_depth)
+    : scq_(cq_depth), rcq_(cq_depth), driver_(driver) {
   pd_ = registry_.alloc_pd();
   engine::QpConfig c;
   c.qp_num = qpn;
@@ -20,11 +28,11 @@ HostEndpoint::HostEndpoint(uint32_t qpn, bool progress_thread, uint32_t sq_depth
   c.send_cq = &scq_;
   c.recv_cq = &rcq_;
   c.rq = &rq_;
-  qp_ = std::make_unique<engine::Qp>(c);
+  qp_ = std::make_unique<QueuePair>(c);
 }
 
 HostEndpoint::~HostEndpoint() {
-  progress_.reset();  // join the thread before the Connection and Qp go
+  qp_.reset();  // leaves the Progress thread before it stops
 }
 
 int HostEndpoint::connect(const char* ip, uint16_t port, const transport::MpaConfig& cfg) {
@@ -64,13 +72,7 @@ int HostEndpoint::finish_setup(int fd, const transport::MpaResult& r, bool initi
   p.initiator = initiator;
   p.mpa_revision = r.revision;
   p.rtr = r.rtr;
-  qp_->start(p);
-  conn_ = std::make_unique<Connection>(qp_.get(), std::move(stream));
-  if (want_thread_) {
-    progress_ = std::make_unique<Progress>();
-    progress_->add(conn_.get());
-  }
-  return 0;
+  return qp_->attach(std::move(stream), p, driver_);
 }
 
 memory::Stag HostEndpoint::reg(void* p, size_t len, uint32_t access, int* err) {
@@ -82,49 +84,24 @@ memory::Stag HostEndpoint::reg(void* p, size_t len, uint32_t access, int* err) {
 }
 
 int HostEndpoint::post_send(const engine::SendWr& wr) {
-  const int rc = conn_ ? conn_->post_send(wr) : qp_->post_send(wr);
-  if (progress_) progress_->kick();
+  const int rc = qp_->post_send(wr);
+  qp_->drive();
   return rc;
 }
 
 int HostEndpoint::post_recv(const engine::RecvWr& wr) {
-  const int rc = conn_ ? conn_->post_recv(wr) : qp_->post_recv(wr);
-  if (progress_) progress_->kick();
-  return rc;
+  return qp_->post_recv(wr);
 }
 
 size_t HostEndpoint::poll(engine::CompletionQueue& cq, std::span<engine::Completion> out) {
   size_t n = cq.poll(out);
-  if (n == 0 && !progress_ && conn_) {
-    conn_->progress();
-    n = cq.poll(out);
-  }
+  if (n == 0 && !driver_ && qp_->progress()) n = cq.poll(out);
   return n;
 }
 
-bool HostEndpoint::progress() {
-  return conn_ ? conn_->progress() : false;
-}
-
-void HostEndpoint::close() {
-  if (!conn_) return;
-  conn_->close();
-  if (progress_) progress_->kick();
-}
-
-engine::QpState HostEndpoint::state() {
-  if (!conn_) return qp_->state();
-  std::lock_guard lock(conn_->mu());
-  return qp_->state();
-}
-
-}  // namespace uiw::runtime
-
-namespace uiw::runtime {
-
 void HostEndpoint::wait_io(int timeout_ms) {
-  if (!conn_ || conn_->fd() < 0) return;
-  pollfd p{conn_->fd(), static_cast<short>(POLLIN | (conn_->wants_write() ? POLLOUT : 0)), 0};
+  if (qp_->fd() < 0) return;
+  pollfd p{qp_->fd(), static_cast<short>(POLLIN | (qp_->wants_write() ? POLLOUT : 0)), 0};
   ::poll(&p, 1, timeout_ms);
 }
 

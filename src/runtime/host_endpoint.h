@@ -1,6 +1,7 @@
-// HostEndpoint: one RC queue pair with its own memory registry, CQs and receive queue, connected
-// over a host TCP socket with MPA negotiated in user space (transport::mpa_*). For host tools,
-// benchmarks and tests that run without uiw.ko; the provider builds the same pieces itself.
+// HostEndpoint: one RC queue pair (runtime::QueuePair) with its own memory registry, CQs and
+// receive queue, connected over a host TCP socket with MPA negotiated in user space
+// (transport::mpa_*). For host tools, benchmarks and tests that run without uiw.ko; the
+// provider runs the same QueuePair over the socket uiw.ko hands over.
 #pragma once
 
 #include <cstdint>
@@ -8,8 +9,8 @@
 #include <span>
 
 #include "engine/qp.h"
-#include "runtime/connection.h"
 #include "runtime/progress.h"
+#include "runtime/queue_pair.h"
 #include "transport/mpa_negotiate.h"
 
 namespace uiw::runtime {
@@ -21,6 +22,9 @@ class HostEndpoint {
   // does (busy-poll: poll_* and progress() move bytes inline).
   HostEndpoint(uint32_t qpn, bool progress_thread, uint32_t sq_depth = 1024,
                uint32_t cq_depth = 8192);
+  // Driven by a Progress thread shared with other endpoints, as a provider context drives all
+  // of its QPs with one.
+  HostEndpoint(uint32_t qpn, Progress& shared, uint32_t sq_depth = 1024, uint32_t cq_depth = 8192);
   ~HostEndpoint();
   HostEndpoint(const HostEndpoint&) = delete;
   HostEndpoint& operator=(const HostEndpoint&) = delete;
@@ -30,24 +34,27 @@ class HostEndpoint {
   int accept(int listen_fd, const transport::MpaConfig& cfg);
 
   memory::Stag reg(void* p, size_t len, uint32_t access, int* err = nullptr);
+  // Posting, then (as the provider does) a pass in this thread or a kick of the Progress one.
   int post_send(const engine::SendWr& wr);
   int post_recv(const engine::RecvWr& wr);
   size_t poll_send(std::span<engine::Completion> out) { return poll(scq_, out); }
   size_t poll_recv(std::span<engine::Completion> out) { return poll(rcq_, out); }
-  bool progress();  // one inline pass (busy-poll mode); false if nothing moved
+  bool progress() { return qp_->progress(); }  // one inline pass; false if nothing moved
   // Blocks until the socket is readable (or writable while the Qp has unsent bytes), at most
   // timeout_ms: how a busy-poll loop yields the CPU after spinning without progress.
   void wait_io(int timeout_ms);
-  bool busy_poll() const { return !progress_; }
-  void close();
-  engine::QpState state();
+  bool busy_poll() const { return !driver_; }
+  void close() { qp_->close(); }
+  engine::QpState state() { return qp_->state(); }
 
-  engine::Qp& qp() { return *qp_; }
-  Connection& conn() { return *conn_; }
+  QueuePair& queue_pair() { return *qp_; }
+  // The engine without the lock: for tests that look at it while nothing drives it.
+  engine::Qp& qp() { return qp_->engine_unlocked(); }
   memory::Registry& registry() { return registry_; }
   const transport::MpaResult& mpa() const { return mpa_; }
 
  private:
+  HostEndpoint(uint32_t qpn, Progress* driver, uint32_t sq_depth, uint32_t cq_depth);
   int finish_setup(int fd, const transport::MpaResult& r, bool initiator);
   size_t poll(engine::CompletionQueue& cq, std::span<engine::Completion> out);
 
@@ -55,10 +62,9 @@ class HostEndpoint {
   uint32_t pd_;
   engine::CompletionQueue scq_, rcq_;
   engine::ReceiveQueue rq_{4096, false};
-  std::unique_ptr<engine::Qp> qp_;
-  std::unique_ptr<Connection> conn_;
-  std::unique_ptr<Progress> progress_;
-  bool want_thread_;
+  std::unique_ptr<Progress> own_progress_;  // before qp_: the QueuePair leaves it when destroyed
+  Progress* driver_ = nullptr;              // own_progress_, a shared one, or none (busy-poll)
+  std::unique_ptr<QueuePair> qp_;
   transport::MpaResult mpa_{};
 };
 

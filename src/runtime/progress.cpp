@@ -4,9 +4,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <cstdint>
+#include <system_error>
+
+#include "runtime/queue_pair.h"
 
 namespace uiw::runtime {
 
@@ -14,57 +15,111 @@ Progress::Progress()
     : epfd_(epoll_create1(EPOLL_CLOEXEC)), doorbell_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.ptr = nullptr;
-  epoll_ctl(epfd_, EPOLL_CTL_ADD, doorbell_, &ev);
+  ev.data.u64 = 0;
+  if (epfd_ < 0 || doorbell_ < 0 || epoll_ctl(epfd_, EPOLL_CTL_ADD, doorbell_, &ev) != 0) {
+    const int err = errno;
+    if (doorbell_ >= 0) close(doorbell_);
+    if (epfd_ >= 0) close(epfd_);
+    throw std::system_error(err, std::generic_category(), "uiw progress");
+  }
   thread_ = std::thread([this] { run(); });
 }
 
 Progress::~Progress() {
-  stop_ = true;
-  kick();
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    sleeping_ = true;
+    wake_locked();
+  }
   thread_.join();
   close(doorbell_);
   close(epfd_);
 }
 
-int Progress::add(Connection* c) {
+int Progress::add(QueuePair* q) {
   std::lock_guard lock(mu_);
-  epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP;
-  ev.data.ptr = c;
-  if (c->fd() >= 0 && epoll_ctl(epfd_, EPOLL_CTL_ADD, c->fd(), &ev) != 0) return -errno;
-  conns_.push_back(c);
-  kick();
+  const uint64_t id = next_id_++;
+  if (q->fd() >= 0) {
+    // Edge-triggered: a pass reads until EAGAIN or requeues itself, so every edge is news.
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP;
+    ev.data.u64 = id;
+    if (epoll_ctl(epfd_, EPOLL_CTL_ADD, q->fd(), &ev) != 0) return -errno;
+  }
+  qps_.emplace(id, Entry{q, false});
+  q->progress_id_ = id;
+  queue_locked(id);  // what was posted before the connection came up goes out now
+  wake_locked();
   return 0;
 }
 
-void Progress::remove(Connection* c) {
-  std::lock_guard lock(mu_);
-  if (c->fd() >= 0) epoll_ctl(epfd_, EPOLL_CTL_DEL, c->fd(), nullptr);
-  conns_.erase(std::remove(conns_.begin(), conns_.end(), c), conns_.end());
+void Progress::remove(QueuePair* q) {
+  std::unique_lock lock(mu_);
+  const uint64_t id = q->progress_id_;
+  if (id == 0) return;
+  if (q->fd() >= 0) epoll_ctl(epfd_, EPOLL_CTL_DEL, q->fd(), nullptr);
+  qps_.erase(id);
+  q->progress_id_ = 0;
+  // From a callback of q's own pass (the engine's event hook) the pass is ours: no wait.
+  if (std::this_thread::get_id() != thread_.get_id())
+    pass_done_.wait(lock, [&] { return running_ != id; });
 }
 
-void Progress::kick() {
+void Progress::kick(QueuePair* q) {
+  std::lock_guard lock(mu_);
+  if (q->progress_id_ == 0) return;
+  queue_locked(q->progress_id_);
+  wake_locked();
+}
+
+void Progress::queue_locked(uint64_t id) {
+  auto it = qps_.find(id);
+  if (it == qps_.end() || it->second.queued) return;
+  it->second.queued = true;
+  ready_.push_back(id);
+}
+
+void Progress::wake_locked() {
+  if (!sleeping_) return;  // it looks at ready_ before it sleeps again
+  sleeping_ = false;
   const uint64_t one = 1;
   [[maybe_unused]] ssize_t n = write(doorbell_, &one, sizeof one);
 }
 
 void Progress::run() {
   epoll_event evs[64];
+  std::unique_lock lock(mu_);
   while (!stop_) {
-    // Edge-triggered sockets plus a full pass per wakeup: every connection is driven until it
-    // moves no more bytes, so no readiness edge is lost.
-    const int n = epoll_wait(epfd_, evs, 64, 100);
+    sleeping_ = ready_.empty();
+    const int timeout = sleeping_ ? -1 : 0;
+    lock.unlock();
+    const int n = epoll_wait(epfd_, evs, 64, timeout);
+    lock.lock();
+    sleeping_ = false;
     for (int i = 0; i < n; ++i) {
-      if (evs[i].data.ptr == nullptr) {
+      if (evs[i].data.u64 == 0) {
         uint64_t v;
         [[maybe_unused]] ssize_t r = read(doorbell_, &v, sizeof v);
+      } else {
+        queue_locked(evs[i].data.u64);
       }
     }
-    std::lock_guard lock(mu_);
-    for (bool moved = true; moved && !stop_;) {
-      moved = false;
-      for (Connection* c : conns_) moved |= c->progress();
+    // One pass for each QP ready now; those that moved bytes queue up again behind the rest.
+    for (size_t k = ready_.size(); k > 0 && !stop_; --k) {
+      const uint64_t id = ready_.front();
+      ready_.pop_front();
+      auto it = qps_.find(id);
+      if (it == qps_.end()) continue;  // removed since it was queued
+      it->second.queued = false;
+      QueuePair* q = it->second.qp;
+      running_ = id;
+      lock.unlock();
+      const bool moved = q->progress();
+      lock.lock();
+      running_ = 0;
+      pass_done_.notify_all();
+      if (moved) queue_locked(id);
     }
   }
 }

@@ -1,36 +1,58 @@
-// Progress: one thread per device context that drives its Connections (DESIGN.md, Data path):
-// epoll over the sockets plus an eventfd doorbell rung after posting, so RDMA Reads are answered
-// and one-sided Writes placed with no help from the application.
+// Progress: one thread per device context that moves the bytes of its QueuePairs, so RDMA
+// Reads are answered and one-sided Writes placed with no help from the application. It is
+// driven by readiness: a pass touches only the QueuePairs whose socket epoll reported
+// (edge-triggered) or that were kicked after posting, each for one bounded pass
+// (Connection::progress) in turn; one that moved bytes goes to the back of the queue for
+// another, since no new edge will announce what it left. Idle connections cost nothing.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
 #include <mutex>
 #include <thread>
-#include <vector>
-
-#include "runtime/connection.h"
+#include <unordered_map>
 
 namespace uiw::runtime {
 
-// Thread safety: add/remove/kick may be called from any thread.
+class QueuePair;
+
+// Thread safety: add/remove/kick may be called from any thread. The mutex is never held
+// across a pass, so neither a posting thread nor remove() waits for other QPs' traffic.
 class Progress {
  public:
-  Progress();
+  Progress();   // may throw std::system_error (thread)
   ~Progress();  // stops and joins the thread
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
-  int add(Connection* c /* Unowned, must stay until remove() */);
-  void remove(Connection* c);  // on return the thread no longer touches c
-  void kick();                 // doorbell: run a pass soon (after posting work)
+  // Watches q's socket; q must stay until remove(q). 0 or -errno (epoll_ctl).
+  int add(QueuePair* q);
+  // On return the thread no longer touches q (it waits for at most q's own current pass).
+  void remove(QueuePair* q);
+  // Runs a pass of q soon: after an application thread gave it work it could not do itself.
+  void kick(QueuePair* q);
 
  private:
   void run();
+  void queue_locked(uint64_t id);  // requires mu_
+  void wake_locked();              // requires mu_
+
+  struct Entry {
+    QueuePair* qp;  // Unowned.
+    bool queued;    // in ready_
+  };
   int epfd_ = -1;
-  int doorbell_ = -1;
+  int doorbell_ = -1;  // eventfd, epoll key 0
   std::atomic<bool> stop_{false};
-  std::mutex mu_;  // guards conns_; held by the thread during a pass
-  std::vector<Connection*> conns_;
+  std::mutex mu_;
+  std::condition_variable pass_done_;
+  std::unordered_map<uint64_t, Entry> qps_;  // under mu_, by epoll key
+  std::deque<uint64_t> ready_;               // under mu_; may hold keys removed since
+  uint64_t next_id_ = 1;                     // under mu_
+  uint64_t running_ = 0;                     // under mu_: the key whose pass runs now
+  bool sleeping_ = false;                    // under mu_: the thread is in epoll_wait(-1)
   std::thread thread_;
 };
 

@@ -62,8 +62,8 @@ class OpsTest : public testing::TestWithParam<Mode> {
     if (!m.threads) {
       driver = std::thread([this] {
         while (!stop) {
-          server->conn().progress();
-          client->conn().progress();
+          server->progress();
+          client->progress();
         }
       });
     }

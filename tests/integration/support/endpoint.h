@@ -22,6 +22,7 @@ class Endpoint : public runtime::HostEndpoint {
  public:
   explicit Endpoint(uint32_t qpn, bool progress_thread = true)
       : HostEndpoint(qpn, progress_thread) {}
+  Endpoint(uint32_t qpn, runtime::Progress& shared) : HostEndpoint(qpn, shared) {}
   int connect(uint16_t port, const LinkOptions& o) {
     return HostEndpoint::connect("127.0.0.1", port, to_config(o));
   }

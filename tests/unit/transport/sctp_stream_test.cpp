@@ -164,7 +164,7 @@ TEST(SctpStreamTest, EngineSendsWritesReadsAndClosesOverSctp) {
     r.wr_id = i;
     r.num_sge = 1;
     r.sg_list[0] = sge_of(dst.back(), b.reg_mr(dst.back(), memory::kLocalWrite));
-    ASSERT_EQ(cb.post_recv(r), 0);
+    ASSERT_EQ(b.qp->post_recv(r), 0);
   }
   std::vector<uint8_t> remote(200000), back(200000);
   engine::test::fill_pattern(remote, 77);
@@ -174,7 +174,7 @@ TEST(SctpStreamTest, EngineSendsWritesReadsAndClosesOverSctp) {
     w.wr_id = i;
     w.num_sge = src[i].empty() ? 0 : 1;
     w.sg_list[0] = sge_of(src[i], a.reg_mr(src[i], 0));
-    ASSERT_EQ(ca.post_send(w), 0);
+    ASSERT_EQ(a.qp->post_send(w), 0);
   }
   SendWr rd;
   rd.wr_id = 999;
@@ -184,7 +184,7 @@ TEST(SctpStreamTest, EngineSendsWritesReadsAndClosesOverSctp) {
   rd.sg_list[0] = sge_of(back, a.reg_mr(back, memory::kLocalWrite));
   rd.remote_stag = rk;
   rd.remote_addr = reinterpret_cast<uint64_t>(remote.data());
-  ASSERT_EQ(ca.post_send(rd), 0);
+  ASSERT_EQ(a.qp->post_send(rd), 0);
 
   std::vector<Completion> rc, sc;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -211,12 +211,12 @@ TEST(SctpStreamTest, EngineSendsWritesReadsAndClosesOverSctp) {
   EXPECT_LE(a.qp->params().mulpdu, 65535u);
 
   // Graceful close: Session Terminate, SHUTDOWN, and the peer sees Closed.
-  ca.close();
+  a.qp->close();
   const auto d2 = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!(ca.finished() && cb.finished()) && std::chrono::steady_clock::now() < d2) {
     ca.progress();
     cb.progress();
-    if (b.qp->state() == QpState::Error) cb.close();
+    if (b.qp->state() == QpState::Error) b.qp->close();
     usleep(1000);
   }
   EXPECT_TRUE(b.has_event(QpEvent::Closed));
@@ -236,9 +236,9 @@ TEST(SctpStreamTest, TheSideThatShutsDownSeesTheAssociationEnd) {
   r.wr_id = 7;
   r.num_sge = 1;
   r.sg_list[0] = sge_of(dst, e.a.reg_mr(dst, memory::kLocalWrite));
-  ASSERT_EQ(e.ca->post_recv(r), 0);
+  ASSERT_EQ(e.a.qp->post_recv(r), 0);
 
-  e.ca->close();
+  e.a.qp->close();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while ((e.a.qp->state() != QpState::Error || e.b.qp->state() != QpState::Error) &&
          std::chrono::steady_clock::now() < deadline) {

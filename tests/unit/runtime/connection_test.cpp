@@ -62,7 +62,7 @@ TEST(ConnectionTest, AFailedWriteAfterThePeersEofEndsTransmitting) {
   w.flags = kSendSignaled;
   w.num_sge = 1;
   w.sg_list[0] = test::sge_of(src, a.reg_mr(src, 0));
-  ASSERT_EQ(c.post_send(w), 0);
+  ASSERT_EQ(a.qp->post_send(w), 0);
   EXPECT_TRUE(c.progress());  // 10 octets of the FPDU go out, then the socket is full
   ASSERT_EQ(script.writes, 2);
   ASSERT_FALSE(c.finished());

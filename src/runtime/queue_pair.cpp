@@ -1,0 +1,102 @@
+#include "runtime/queue_pair.h"
+
+#include <cerrno>
+
+#include "runtime/progress.h"
+
+namespace uiw::runtime {
+
+QueuePair::QueuePair(const engine::QpConfig& config) : qp_(config) {}
+
+QueuePair::~QueuePair() {
+  leave_progress();
+}
+
+int QueuePair::attach(std::unique_ptr<transport::ByteStream> s, const engine::ConnParams& params,
+                      Progress* progress) {
+  {
+    std::lock_guard lock(mu_);
+    if (qp_.state() != engine::QpState::Idle || conn_) return -ECANCELED;
+    const int fd = s->fd();
+    conn_ = std::make_unique<Connection>(&qp_, std::move(s));
+    qp_.start(params);
+    fd_ = fd;
+    progress_ = progress;
+    link_.store(Link::Up, std::memory_order_release);
+  }
+  if (!progress) return 0;
+  return progress->add(this);
+}
+
+int QueuePair::post_send(const engine::SendWr& wr) {
+  std::lock_guard lock(mu_);
+  return qp_.post_send(wr);
+}
+
+int QueuePair::post_recv(const engine::RecvWr& wr) {
+  std::lock_guard lock(mu_);
+  return qp_.post_recv(wr);
+}
+
+bool QueuePair::progress() {
+  std::lock_guard lock(mu_);
+  return conn_ && conn_->progress();
+}
+
+bool QueuePair::drive() {
+  if (link() != Link::Up) return false;
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    // The holder may be past its transmit step already: the Progress thread runs a pass
+    // after it, so what was just posted is not left waiting for a readiness edge.
+    if (progress_) progress_->kick(this);
+    return false;
+  }
+  return conn_ && conn_->progress();
+}
+
+void QueuePair::close() {
+  Progress* p;
+  {
+    std::lock_guard lock(mu_);
+    qp_.close();
+    p = progress_;
+  }
+  if (p) p->kick(this);
+}
+
+void QueuePair::abort() {
+  leave_progress();  // not under mu_: the Progress thread's pass of this QP takes it
+  std::lock_guard lock(mu_);
+  link_.store(Link::Down, std::memory_order_release);
+  if (conn_)
+    conn_->abort();  // flushes every WR with WrFlushErr, resets the stream
+  else
+    qp_.abort();
+}
+
+engine::QpState QueuePair::state() {
+  std::lock_guard lock(mu_);
+  return qp_.state();
+}
+
+bool QueuePair::wants_write() {
+  std::lock_guard lock(mu_);
+  return conn_ && conn_->wants_write();
+}
+
+bool QueuePair::finished() {
+  std::lock_guard lock(mu_);
+  return conn_ && conn_->finished();
+}
+
+void QueuePair::leave_progress() {
+  Progress* p;
+  {
+    std::lock_guard lock(mu_);
+    p = progress_;
+  }
+  if (p) p->remove(this);
+}
+
+}  // namespace uiw::runtime

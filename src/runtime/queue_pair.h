@@ -1,0 +1,86 @@
+// QueuePair: one RC queue pair at run time: the engine Qp and, once connection setup handed
+// over a stream, the Connection that moves its bytes, behind one mutex. The provider, the host
+// endpoint of the integration tests and benchmarks, and Progress all drive QPs through this
+// class, so the code the tests exercise is the code the provider ships.
+//
+// Thread safety: every method may be called from any thread. One mutex serialises the engine
+// and its connection. A thread that only wants bytes to move (a busy poller, a poster after
+// posting) uses drive(): it never waits for a pass another thread is running, it rings the
+// Progress doorbell instead, so posting and polling threads do not sleep on each other.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "engine/qp.h"
+#include "runtime/connection.h"
+#include "transport/byte_stream.h"
+
+namespace uiw::runtime {
+
+class Progress;
+
+// Where a QP's connection is. Waiting: no stream yet (sends queue up in the engine); Up: the
+// engine runs on its stream; Down: aborted, nothing moves any more.
+enum class Link : uint8_t { Waiting, Up, Down };
+
+class QueuePair {
+ public:
+  explicit QueuePair(const engine::QpConfig& config);  // may throw std::bad_alloc
+  ~QueuePair();                                        // leaves its Progress first
+  QueuePair(const QueuePair&) = delete;
+  QueuePair& operator=(const QueuePair&) = delete;
+
+  // Connection setup is done: start the engine with what it negotiated and move its bytes over
+  // s from now on, driven by progress (optional: without one the caller's progress() calls are
+  // all there is). 0, or -ECANCELED (s closed) when the QP left Idle meanwhile (aborted).
+  // May throw std::bad_alloc.
+  int attach(std::unique_ptr<transport::ByteStream> s, const engine::ConnParams& params,
+             Progress* progress /* Unowned, must outlive this QueuePair */);
+
+  // The engine's post_send / post_recv (0 or -errno). The bytes move on the next pass.
+  int post_send(const engine::SendWr& wr);
+  int post_recv(const engine::RecvWr& wr);
+  // Calls f(engine::Qp&) under the mutex: several posts as one, or a look at engine state.
+  template <typename F>
+  auto with_engine(F&& f) {
+    std::lock_guard lock(mu_);
+    return f(qp_);
+  }
+
+  // One pass (Connection::progress): true if bytes moved. Waits for a pass another thread runs.
+  bool progress();
+  // A pass in this thread unless another thread holds the QP: then that thread's pass (or the
+  // Progress thread, whose doorbell this rings) moves the bytes. True if bytes moved here.
+  bool drive();
+
+  void close();  // graceful: finish the queued sends, then FIN (the next passes do it)
+  void abort();  // flush every WR; the stream is reset. Leaves Progress first.
+  engine::QpState state();
+  Link link() const { return link_.load(std::memory_order_acquire); }
+  int fd() const { return fd_; }  // the stream's descriptor once attached, else -1
+  bool wants_write();             // the socket did not take all the engine had
+  bool finished();                // both directions closed: nothing more will move
+
+  // Leave the Progress thread (on return it no longer touches this QP): before the QP's
+  // owner stops looking, so no completion reaches a CQ after the QP was destroyed.
+  void leave_progress();
+
+  // The engine without the mutex: only where no other thread can drive this QP.
+  engine::Qp& engine_unlocked() { return qp_; }
+
+ private:
+  friend class Progress;
+
+  std::mutex mu_;
+  engine::Qp qp_;
+  std::unique_ptr<Connection> conn_;  // under mu_; set once by attach
+  std::atomic<Link> link_{Link::Waiting};
+  int fd_ = -1;
+  Progress* progress_ = nullptr;  // Unowned; set by attach
+  uint64_t progress_id_ = 0;      // Progress's key for this QP (0: not added)
+};
+
+}  // namespace uiw::runtime
