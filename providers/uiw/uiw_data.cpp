@@ -102,10 +102,10 @@ void to_wc(const engine::Completion& c, ibv_wc* wc) {
 }
 
 // One inline progress pass of the QP (runtime::QueuePair::drive): in this thread unless another
-// holds it, which then moves these bytes (or the Progress thread, kicked). Requires Qp::mu
-// (rt stays), or a CQ's qps_mu (RESET and destroy detach the QP from its CQs first).
-bool try_progress(Qp* qp) {
-  return qp->rt->drive();
+// holds it, which then moves these bytes. Requires Qp::mu (rt stays), or a CQ's qps_mu (RESET
+// and destroy detach the QP from its CQs first).
+bool try_progress(Qp* qp, bool posted) {
+  return qp->rt->drive(posted);
 }
 
 // Hands the CPU to whoever our last transmit woke. On a loaded or small machine (the test VM:
@@ -136,7 +136,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
     }
     // Transmit now, in the caller's thread (the lowest latency, and no doorbell to ring); what
     // the socket does not take, the progress thread sends when it becomes writable.
-    moved = try_progress(qp);
+    moved = try_progress(qp, true);
   }
   if (moved) give_way();
   return rc;
@@ -214,14 +214,14 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
     for (size_t i = 0; i < got; ++i) to_wc(buf[i], &wc[total + i]);
     total += static_cast<int>(got);
     if (got == want) continue;
-    // Busy-poll (DESIGN.md, Progress): nothing (more) here, so move the bytes of this CQ's
+    // Busy-poll: nothing (more) here, so move the bytes of this CQ's
     // connections now, once, and look again.
     if (total > 0 || driven) break;
     driven = true;
     bool moved = false;
     {
       std::lock_guard lock(cq->qps_mu);
-      for (Qp* qp : cq->qps) moved |= try_progress(qp);
+      for (Qp* qp : cq->qps) moved |= try_progress(qp, false);
     }
     if (!moved) {
       // Nothing here and nothing moving: a spinning poller would only keep the progress
@@ -379,7 +379,7 @@ int qpx_wr_complete(ibv_qp_ex* x) {
   }
   qp->batch.clear();
   qp->batch_error = 0;
-  const bool moved = !rc && try_progress(qp);
+  const bool moved = !rc && try_progress(qp, true);
   qp->mu.unlock();
   if (moved) give_way();
   return rc;

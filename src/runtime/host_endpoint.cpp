@@ -85,7 +85,7 @@ memory::Stag HostEndpoint::reg(void* p, size_t len, uint32_t access, int* err) {
 
 int HostEndpoint::post_send(const engine::SendWr& wr) {
   const int rc = qp_->post_send(wr);
-  qp_->drive();
+  qp_->drive(true);
   return rc;
 }
 

@@ -43,13 +43,12 @@ bool QueuePair::progress() {
   return conn_ && conn_->progress();
 }
 
-bool QueuePair::drive() {
+bool QueuePair::drive(bool posted) {
   if (link() != Link::Up) return false;
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) {
-    // The holder may be past its transmit step already: the Progress thread runs a pass
-    // after it, so what was just posted is not left waiting for a readiness edge.
-    if (progress_) progress_->kick(this);
+    // What was just posted is then not left waiting for a readiness edge.
+    if (posted && progress_) progress_->kick(this);
     return false;
   }
   return conn_ && conn_->progress();

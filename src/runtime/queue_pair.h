@@ -5,8 +5,7 @@
 //
 // Thread safety: every method may be called from any thread. One mutex serialises the engine
 // and its connection. A thread that only wants bytes to move (a busy poller, a poster after
-// posting) uses drive(): it never waits for a pass another thread is running, it rings the
-// Progress doorbell instead, so posting and polling threads do not sleep on each other.
+// posting) uses drive(): it never waits for a pass another thread is running.
 #pragma once
 
 #include <atomic>
@@ -52,9 +51,11 @@ class QueuePair {
 
   // One pass (Connection::progress): true if bytes moved. Waits for a pass another thread runs.
   bool progress();
-  // A pass in this thread unless another thread holds the QP: then that thread's pass (or the
-  // Progress thread, whose doorbell this rings) moves the bytes. True if bytes moved here.
-  bool drive();
+  // A pass in this thread unless another thread holds the QP: then that thread's pass moves
+  // the bytes. After posting (posted), the holder may be past its transmit step, so the
+  // Progress thread's doorbell is rung for one more pass; a poller needs none (what arrives
+  // raises a readiness edge of its own). True if bytes moved here.
+  bool drive(bool posted);
 
   void close();  // graceful: finish the queued sends, then FIN (the next passes do it)
   void abort();  // flush every WR; the stream is reset. Leaves Progress first.
