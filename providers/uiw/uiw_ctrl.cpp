@@ -638,8 +638,9 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) noexcept {
   return &shell->vctx;
 }
 
-// Matched by device name: uiw.ko is out of tree and has no rdma_driver_id of its own
-// (KERNEL_HELPER.md §1.3). rdma-core tests the pattern against "rdma_device:N<ibdev name>".
+// Matched by device name: uiw.ko is out of tree and has no rdma_driver_id of its own (the
+// kernel's enum rdma_driver_id lists in-tree drivers only). rdma-core tests the pattern against
+// "rdma_device:N<ibdev name>".
 const verbs_match_ent kMatchTable[] = {
     {.driver_data = nullptr,
      .u = {.modalias = "rdma_device:*N" UIW_DEVICE_NAME_PREFIX "*"},

@@ -272,20 +272,25 @@ void Qp::flush_all() {
 // Records the first error (RDMAP §7.1 item 24: the first erroneous message is the one captured)
 // and moves to Terminate: the Terminate goes out after the FPDU now on the wire, nothing after it
 // (RDMAP §5.4).
-void Qp::set_terminate(wire::TerminateCause cause, bool with_ddp, bool with_rdma) {
+void Qp::set_terminate(wire::TerminateCause cause, bool from_rx) {
   if (term_sent_ || state_ == QpState::Error || state_ == QpState::Idle) return;
   wire::TerminateMessage t{};
   t.cause = cause;
-  if (with_ddp && rx_hdr_len_ >= wire::kTaggedHeaderSize) {
-    // RDMAP §4.8: M = DDP Segment Length valid, D = DDP header included.
+  // rx_hdr_len_ (0 until the control octets of the segment were read): the DDP (+ Read
+  // Request) header octets of the segment being received, all of them read by the time any
+  // check that uses them can fail.
+  const bool has_hdr = from_rx && rx_hdr_len_ != 0;
+  const bool read_request =
+      has_hdr && !rx_seg_.tagged && rx_opcode_ == static_cast<uint8_t>(wire::Opcode::ReadRequest);
+  const wire::TerminateHeaderFlags f = wire::terminate_flags_for(cause, read_request);
+  if (f.d && has_hdr) {
     t.m = true;
     t.d = true;
     t.ddp_segment_length = rx_ulpdu_len_;
     t.ddp_header_size = wire::segment_header_size(rx_seg_.tagged);
     std::memcpy(t.ddp_header, rx_hdr_.data() + wire::kUlpduLengthSize, t.ddp_header_size);
   }
-  if (with_rdma && rx_hdr_len_ >= wire::kUntaggedHeaderSize + wire::kReadRequestHeaderSize) {
-    // R = the Read Request header is echoed (only for Read Request errors, RDMAP §4.8).
+  if (f.r && t.d) {  // read_request: rx_hdr_len_ covers the Read Request header
     t.r = true;
     std::memcpy(t.rdma_header, rx_hdr_.data() + wire::kUlpduLengthSize + wire::kUntaggedHeaderSize,
                 wire::kReadRequestHeaderSize);

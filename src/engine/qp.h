@@ -180,7 +180,10 @@ class Qp {
   void complete_sq();
   void push_cqe(CompletionQueue* cq, const Completion& c);
   void flush_all();
-  void set_terminate(wire::TerminateCause cause, bool with_ddp, bool with_rdma);
+  // Terminate with cause; its M, D and R flags are wire::terminate_flags_for's. from_rx: the
+  // error is in the segment being received, whose headers are copied as far as they arrived;
+  // an error found while transmitting copies none.
+  void set_terminate(wire::TerminateCause cause, bool from_rx);
   void enter_error(QpEvent why);
   void emit(QpEvent ev);
   SqEntry& sq_at(uint32_t i) { return sq_[i % sq_.size()]; }
@@ -211,7 +214,7 @@ class Qp {
   void rx_finish_stage();
   void rx_deliver();
   void rx_process_marker();
-  void rx_fail(wire::TerminateCause cause, bool with_ddp, bool with_rdma);
+  void rx_fail(wire::TerminateCause cause);
   void complete_active_recv(WcStatus status);
   bool rx_check_tagged(uint32_t required, uint64_t payload_len);
   void rx_to_length();

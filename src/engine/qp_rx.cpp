@@ -79,7 +79,7 @@ Qp::RxNeed Qp::rx_need() {
           if (!rx_pin_.ok()) {
             const AccessResult r = rx_pin_.mapping().result;
             rx_pin_.release();
-            rx_fail(ddp_tagged_error(r), true, false);
+            rx_fail(ddp_tagged_error(r));
             return rx_need();
           }
           need = {rx_pin_.mapping().host, left};
@@ -169,7 +169,7 @@ void Qp::rx_fault() {
   if (rx_st_ != RxSt::Payload) return;
   const auto op = static_cast<wire::Opcode>(rx_opcode_);
   if (op == wire::Opcode::RdmaWrite) {
-    rx_fail(ddp_tagged_error(AccessResult::AccessDenied), true, false);
+    rx_fail(ddp_tagged_error(AccessResult::AccessDenied));
     return;
   }
   if (op == wire::Opcode::ReadResponse) {
@@ -179,7 +179,7 @@ void Qp::rx_fault() {
   } else {
     complete_active_recv(WcStatus::LocProtErr);
   }
-  rx_fail({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0}, false, false);
+  rx_fail({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0});
 }
 
 void Qp::rx_commit(size_t n) {
@@ -258,7 +258,7 @@ void Qp::rx_commit(size_t n) {
 void Qp::rx_finish_stage() {
   const size_t len = rx_want_;
   if (wire::load_le32(rx_stage_.data() + len - wire::kCrcSize) != wire::crc32c_final(rx_crc_)) {
-    rx_fail({TermLayer::Llp, term::kLlpMpa, term::kMpaCrc}, false, false);
+    rx_fail({TermLayer::Llp, term::kLlpMpa, term::kMpaCrc});
     return;
   }
   rx_replay_ = true;
@@ -278,7 +278,7 @@ void Qp::rx_process_marker() {
   const uint16_t expect = between ? 0 : static_cast<uint16_t>(marker_pos - rx_fpdu_start_) & 0xFFFC;
   if (params_.crc) rx_crc_ = wire::crc32c_update(rx_crc_, rx_marker_.data(), wire::kMarkerSize);
   if (wire::decode_marker_fpduptr(rx_marker_.data()) != expect)
-    rx_fail({TermLayer::Llp, term::kLlpMpa, term::kMpaMarker}, false, false);
+    rx_fail({TermLayer::Llp, term::kLlpMpa, term::kMpaMarker});
 }
 
 void Qp::rx_process_control() {
@@ -291,7 +291,7 @@ void Qp::rx_process_control() {
     // The segment cannot hold the headers its own control fields announce. RFC 5041 §6.2.2
     // makes an invalid DDP header fatal but names no code for a short segment: RDMAP "Remote
     // Operation Error / Unspecified" is the closest.
-    rx_fail(remote_op(term::kUnspecified), false, false);
+    rx_fail(remote_op(term::kUnspecified));
     return;
   }
   rx_hdr_len_ = hdr;
@@ -299,8 +299,8 @@ void Qp::rx_process_control() {
   rx_want_ = wire::kUlpduLengthSize + hdr;
 }
 
-void Qp::rx_fail(wire::TerminateCause cause, bool with_ddp, bool with_rdma) {
-  set_terminate(cause, with_ddp, with_rdma);
+void Qp::rx_fail(wire::TerminateCause cause) {
+  set_terminate(cause, true);
   rx_st_ = RxSt::Drain;
 }
 
@@ -312,22 +312,21 @@ void Qp::rx_process_header() {
   if (rx_seg_.ddp_version != wire::kDdpVersion) {
     rx_fail(rx_seg_.tagged
                 ? wire::TerminateCause{TermLayer::Ddp, term::kDdpTagged, term::kDdpInvalidVersion}
-                : untagged(term::kDdpUntaggedInvalidVersion),
-            true, false);
+                : untagged(term::kDdpUntaggedInvalidVersion));
     return;
   }
   // RFC 5040 §7.2 checks 2-3: a valid RDMAP version and opcode, and the T flag and QN the
   // opcode requires (RFC 5040 §4.5 Figure 4).
   if (wire::rdmap_version(rx_seg_.rdmap_control) != wire::kRdmapVersion) {
-    rx_fail(remote_op(term::kInvalidRdmapVersion), true, false);
+    rx_fail(remote_op(term::kInvalidRdmapVersion));
     return;
   }
   if (!oi.valid || oi.tagged != rx_seg_.tagged) {
-    rx_fail(remote_op(term::kUnexpectedOpcode), true, false);
+    rx_fail(remote_op(term::kUnexpectedOpcode));
     return;
   }
   if (!rx_seg_.tagged && rx_seg_.qn != oi.qn) {
-    rx_fail(untagged(term::kDdpInvalidQn), true, false);  // RFC 5041 §7.1 untagged check 1
+    rx_fail(untagged(term::kDdpInvalidQn));  // RFC 5041 §7.1 untagged check 1
     return;
   }
   rx_begin_payload();
@@ -345,7 +344,7 @@ void Qp::rx_begin_payload() {
       const memory::Mapping m = cfg_.registry->check(
           rx_seg_.stag, cfg_.pd, cfg_.qp_num, memory::kRemoteWrite, rx_seg_.to, rx_payload_len_);
       if (m.result != AccessResult::Ok) {
-        rx_fail(ddp_tagged_error(m.result), true, false);
+        rx_fail(ddp_tagged_error(m.result));
         return;
       }
       rx_dest_ = RxDest::Host;  // pinned per read in rx_need()
@@ -354,13 +353,13 @@ void Qp::rx_begin_payload() {
     case wire::Opcode::ReadResponse: {
       if (rtr_read_outstanding_) {
         if (rx_payload_len_ != 0) {
-          rx_fail(remote_op(term::kUnexpectedOpcode), true, false);
+          rx_fail(remote_op(term::kUnexpectedOpcode));
           return;
         }
         break;
       }
       if (orq_count_ == 0) {  // no Read outstanding: nothing may answer (RFC 5040 §5.2)
-        rx_fail(remote_op(term::kUnexpectedOpcode), true, false);
+        rx_fail(remote_op(term::kUnexpectedOpcode));
         return;
       }
       if (rx_payload_len_ == 0) break;
@@ -368,15 +367,15 @@ void Qp::rx_begin_payload() {
       // RFC 5041 §7.1 tagged checks against the sink our Read Request named: STag, 64-bit
       // wrap, base (TO 0) and bounds (the scatter list's length).
       if (rx_seg_.stag != e.sink_stag) {
-        rx_fail(ddp_tagged_error(AccessResult::InvalidStag), true, false);
+        rx_fail(ddp_tagged_error(AccessResult::InvalidStag));
         return;
       }
       if (rx_seg_.to + rx_payload_len_ < rx_seg_.to) {
-        rx_fail(ddp_tagged_error(AccessResult::ToWrap), true, false);
+        rx_fail(ddp_tagged_error(AccessResult::ToWrap));
         return;
       }
       if (rx_seg_.to + rx_payload_len_ > e.sgl.total) {
-        rx_fail(ddp_tagged_error(AccessResult::BaseBounds), true, false);
+        rx_fail(ddp_tagged_error(AccessResult::BaseBounds));
         return;
       }
       // Our Read Request named TO 0 and the Read's length (RFC 5040 §5.2.2: the Data Sink MAY
@@ -385,7 +384,7 @@ void Qp::rx_begin_payload() {
       // hole the completion would claim was filled: treated as placing outside the part of the
       // sink this response may fill next (RFC 5041 §7.1 tagged check 3-4).
       if (rx_seg_.to != orq_placed_) {
-        rx_fail(ddp_tagged_error(AccessResult::BaseBounds), true, false);
+        rx_fail(ddp_tagged_error(AccessResult::BaseBounds));
         return;
       }
       rx_dest_ = RxDest::Sgl;
@@ -401,7 +400,7 @@ void Qp::rx_begin_payload() {
       if (!(rx_send_active_ && rx_seg_.msn == rx_send_msn_)) {
         // RFC 5041 §7.1 untagged check 5: only the next message's MSN has a buffer.
         if (rx_send_active_ || rx_seg_.msn != rx_expected_msn_[wire::kQnSend]) {
-          rx_fail(untagged(term::kDdpMsnRange), true, false);
+          rx_fail(untagged(term::kDdpMsnRange));
           return;
         }
         // RFC 6581: the responder's first FPDU may be the initiator's zero-length RTR Send,
@@ -413,7 +412,7 @@ void Qp::rx_begin_payload() {
         }
         std::optional<RecvWr> wr = cfg_.rq->take();
         if (!wr) {  // RFC 5041 §7.1 untagged check 2; iWARP has no RNR retry
-          rx_fail(untagged(term::kDdpNoBuffer), true, false);
+          rx_fail(untagged(term::kDdpNoBuffer));
           return;
         }
         rx_send_active_ = true;
@@ -423,7 +422,7 @@ void Qp::rx_begin_payload() {
         if (!resolve_sgl(wr->sg_list, wr->num_sge, memory::kLocalWrite, &rx_send_sgl_)) {
           // A bad lkey in our own receive WR: a local error (RDMAP §7.1 item 21).
           complete_active_recv(WcStatus::LocProtErr);
-          rx_fail({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0}, false, false);
+          rx_fail({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0});
           return;
         }
       }
@@ -432,8 +431,8 @@ void Qp::rx_begin_payload() {
       // alike) rather than a flush, so the application can tell why.
       if (rx_seg_.mo + rx_payload_len_ > rx_send_sgl_.total) {
         complete_active_recv(WcStatus::LocLenErr);
-        rx_fail(untagged(rx_seg_.mo > rx_send_sgl_.total ? term::kDdpInvalidMo : term::kDdpTooLong),
-                true, false);
+        rx_fail(
+            untagged(rx_seg_.mo > rx_send_sgl_.total ? term::kDdpInvalidMo : term::kDdpTooLong));
         return;
       }
       // Over an in-order LLP a message's segments arrive in order (TCP; SCTP messages are
@@ -441,7 +440,7 @@ void Qp::rx_begin_payload() {
       // message cannot complete with bytes that never arrived (RFC 5041 §5.4 defines its
       // length by the Last segment). Untagged check 3 names the error.
       if (rx_seg_.mo != rx_send_got_) {
-        rx_fail(untagged(term::kDdpInvalidMo), true, false);
+        rx_fail(untagged(term::kDdpInvalidMo));
         return;
       }
       rx_send_got_ += rx_payload_len_;
@@ -453,23 +452,23 @@ void Qp::rx_begin_payload() {
     }
     case wire::Opcode::ReadRequest:
       if (rx_seg_.msn != rx_expected_msn_[wire::kQnReadRequest]) {
-        rx_fail(untagged(term::kDdpMsnRange), true, true);
+        rx_fail(untagged(term::kDdpMsnRange));
         return;
       }
       // RFC 5040 §6.1: never more than IRD inbound Reads; the excess one finds no QN 1 buffer
       // (RFC 5041 §7.1 untagged check 2).
       if (irq_count_ >= std::max<uint32_t>(params_.ird, 1)) {
-        rx_fail(untagged(term::kDdpNoBuffer), true, true);
+        rx_fail(untagged(term::kDdpNoBuffer));
         return;
       }
       if (rx_payload_len_ != 0) {  // RFC 5040 §4.5: a Read Request carries no ULP payload
-        rx_fail(remote_op(term::kUnspecified), true, true);
+        rx_fail(remote_op(term::kUnspecified));
         return;
       }
       break;
     case wire::Opcode::Terminate:
       if (rx_seg_.msn != rx_expected_msn_[wire::kQnTerminate]) {
-        rx_fail(untagged(term::kDdpMsnRange), true, false);
+        rx_fail(untagged(term::kDdpMsnRange));
         return;
       }
       rx_dest_ = RxDest::TermBody;
@@ -513,7 +512,7 @@ void Qp::rx_deliver() {
       SqEntry& e = sq_at(orq_[orq_head_]);
       const uint64_t placed = std::exchange(orq_placed_, 0);
       if (placed != e.sgl.total) {
-        rx_fail(remote_op(term::kUnspecified), true, false);
+        rx_fail(remote_op(term::kUnspecified));
         return;
       }
       e.st = SqSt::Done;
@@ -541,8 +540,7 @@ void Qp::rx_deliver() {
         const AccessResult r =
             cfg_.registry->invalidate_remote(rx_seg_.inval_stag, cfg_.pd, cfg_.qp_num);
         if (r != AccessResult::Ok) {
-          rx_fail({TermLayer::Rdma, term::kRdmaRemoteProtection, term::kCannotInvalidate}, true,
-                  false);
+          rx_fail({TermLayer::Rdma, term::kRdmaRemoteProtection, term::kCannotInvalidate});
           return;
         }
         c.flags |= kWcWithInv;
@@ -560,7 +558,7 @@ void Qp::rx_deliver() {
         const memory::Mapping m = cfg_.registry->check(rr.src_stag, cfg_.pd, cfg_.qp_num,
                                                        memory::kRemoteRead, rr.src_to, rr.size);
         if (m.result != AccessResult::Ok) {
-          rx_fail(rdmap_protection_error(m.result), true, true);
+          rx_fail(rdmap_protection_error(m.result));
           return;
         }
       }
@@ -601,7 +599,7 @@ void Qp::rx_eof() {
     return;
   }
   // The connection closed mid-FPDU: MPA error 1 (RFC 5044 §8), sent if the peer still reads.
-  rx_fail({TermLayer::Llp, term::kLlpMpa, term::kMpaConnectionLost}, false, false);
+  rx_fail({TermLayer::Llp, term::kLlpMpa, term::kMpaConnectionLost});
 }
 
 void Qp::rx_error(int /*err*/) {

@@ -102,7 +102,7 @@ void Qp::rx_feed_message(uint32_t ppid, std::span<const uint8_t> msg) {
     return;
   }
   if (msg.size() < wire::kDdpSsnSize) {
-    rx_fail(kStreamLost, false, false);
+    rx_fail(kStreamLost);
     return;
   }
   const uint16_t ssn = wire::load_be16(msg.data());
@@ -113,7 +113,7 @@ void Qp::rx_feed_message(uint32_t ppid, std::span<const uint8_t> msg) {
     const uint16_t ahead = static_cast<uint16_t>(ssn - sctp_rx_ssn_);
     if (ahead >= kSsnWindow || sctp_hold_.count(ssn) ||
         sctp_held_bytes_ + msg.size() > kMaxHeldBytes) {
-      rx_fail(kStreamLost, false, false);
+      rx_fail(kStreamLost);
       return;
     }
     sctp_held_bytes_ += msg.size();
@@ -144,7 +144,7 @@ void Qp::sctp_process(uint32_t ppid, std::span<const uint8_t> msg) {
     }
     // Initiate/Accept/Reject inside an established session, or a malformed control message,
     // fits no legal sequence: "the DDP Stream Session MUST be terminated" (RFC 5043 §6.1).
-    rx_fail(kStreamLost, false, false);
+    rx_fail(kStreamLost);
     return;
   }
   std::span<const uint8_t> seg;
@@ -154,7 +154,7 @@ void Qp::sctp_process(uint32_t ppid, std::span<const uint8_t> msg) {
   if (ppid != wire::kPpidDdpSegment ||
       wire::decode_ddp_segment_chunk(msg, &ssn, &seg) != wire::SctpDecodeError::None ||
       seg.size() > wire::kMaxMulpdu) {
-    rx_fail(kStreamLost, false, false);
+    rx_fail(kStreamLost);
     return;
   }
   // Present the segment to the shared parser as an FPDU: ULPDU_Length = segment size, then the

@@ -105,7 +105,7 @@ bool Qp::build_next_fpdu() {
         // instead of the message, with no copied headers.
         e.st = SqSt::Done;
         ++sq_tx_;
-        set_terminate({wire::TermLayer::Rdma, wire::term::kRdmaLocalCatastrophic, 0}, false, false);
+        set_terminate({wire::TermLayer::Rdma, wire::term::kRdmaLocalCatastrophic, 0}, false);
         return true;
       }
       // IBV_SEND_FENCE: wait for every earlier Read (RDMAP §5.5 rule 12's ULP fence).
@@ -205,7 +205,8 @@ void Qp::unbuild_slot(TxSlot& s) {
 }
 
 // PAD then CRC (RFC 5044 §4.1). A Marker landing right after the PAD belongs to this FPDU and is
-// in its CRC (RFC 5044 §4.4 rule 1). The CRC octets go least significant first (REQUIREMENTS §8.2).
+// in its CRC (RFC 5044 §4.4 rule 1). The CRC octets go least significant first (RFC 5044 §4.4,
+// Figures 5 and 6).
 void Qp::end_slot(TxSlot& s, size_t ulpdu_len) {
   if (params_.llp == Llp::Sctp) return sctp_end_slot(s);
   const size_t pad = wire::fpdu_pad(ulpdu_len);
@@ -308,7 +309,7 @@ bool Qp::build_irq_segment() {
     pin = cfg_.registry->pin(q.rr.src_stag, cfg_.pd, cfg_.qp_num, memory::kRemoteRead,
                              q.rr.src_to + q.sent, chunk);
     if (!pin.ok()) {
-      set_terminate(rdmap_protection_error(pin.mapping().result), false, false);
+      set_terminate(rdmap_protection_error(pin.mapping().result), false);
       return true;
     }
   }
@@ -318,7 +319,7 @@ bool Qp::build_irq_segment() {
   append(s, s.hdr, 2 + hlen);
   if (chunk && !append(s, pin.mapping().host, chunk, true, true)) {
     unbuild_slot(s);
-    set_terminate(rdmap_protection_error(memory::AccessResult::AccessDenied), false, false);
+    set_terminate(rdmap_protection_error(memory::AccessResult::AccessDenied), false);
     return true;
   }
   end_slot(s, hlen + chunk);

@@ -1,6 +1,6 @@
 // uiw::transport — lower-layer (LLP) adapters that move the engine's bytes.
 //
-// The engine is sans-IO (DESIGN.md): it says "write these iovecs" / "read the next N bytes into
+// The engine is sans-IO: it says "write these iovecs" / "read the next N bytes into
 // these iovecs" and the ByteStream does it. Reads are *directed*: the iovecs may point straight
 // into registered memory, which is how uiw places payload without a staging copy.
 //

@@ -1,4 +1,4 @@
-// CRC32c (Castagnoli) for MPA FPDUs, computed by ISA-L's crc32_iscsi (DESIGN.md: no hand table).
+// CRC32c (Castagnoli) for MPA FPDUs, computed by ISA-L's crc32_iscsi; no table of our own.
 //
 // RFC 5044 §4.4: the FPDU CRC "MUST be computed using the CRC32c polynomial in the manner
 // described in the iSCSI Protocol" (RFC 3720 §12.1 / App. B.4): reflected polynomial 0x82F63B78,

@@ -1,4 +1,4 @@
-// DDP segment headers (RFC 5041 §4; digest §3.2-§3.4). One struct for both header forms because
+// DDP segment headers (RFC 5041 §4). One struct for both header forms because
 // the ULP-reserved octets carry the RDMAP control field and the Invalidate STag (RFC 5040 §4.1).
 //
 // Tagged (14 octets):   ctrl | rsvdulp(rdmap ctrl) | STag(4) | TO(8)

@@ -1,4 +1,4 @@
-// MPA Request / Reply frames (RFC 5044 §7.1.1; digest §2.9-§2.12) and the RFC 6581 ("MPA v2")
+// MPA Request / Reply frames (RFC 5044 §7.1.1) and the RFC 6581 ("MPA v2")
 // IRD/ORD word. These frames are sent in TCP streaming mode before Full Operation: no
 // ULPDU_Length, no Markers, no CRC.
 //

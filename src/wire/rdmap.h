@@ -1,4 +1,4 @@
-// RDMAP control field, opcode table and RDMA Read Request header (RFC 5040 §4; digest §4.4-4.7).
+// RDMAP control field, opcode table and RDMA Read Request header (RFC 5040 §4).
 // RDMAP control octet (DDP RsvdULP[0:7]): RV 0xC0 | Rsv 0x30 | Opcode 0x0F (RFC 5040 §4.1).
 #pragma once
 

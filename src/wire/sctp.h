@@ -1,4 +1,4 @@
-// DDP over SCTP (RFC 5043; digest §5): the Adaptation Layer Indication parameter, the DDP
+// DDP over SCTP (RFC 5043): the Adaptation Layer Indication parameter, the DDP
 // Segment chunk payload (PPID 16) and the DDP Stream Session Control payload (PPID 17).
 #pragma once
 

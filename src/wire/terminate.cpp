@@ -27,9 +27,9 @@ constexpr TerminateCause llp(uint8_t code) {
 
 using namespace term;
 
-// Master table (digest §7): RFC 5040 Figure 9, RFC 5041 §7.2, RFC 5044 §8 (+ RFC 6581 5-7).
-// RFC 5040 lists 0x09 "STag cannot be Invalidated" under both RDMA error types (digest §11
-// item 6); both rows are kept so either one a peer sends is recognised.
+// Master table: RFC 5040 Figure 9, RFC 5041 §7.2, RFC 5044 §8 (+ RFC 6581 5-7).
+// RFC 5040 lists 0x09 "STag cannot be Invalidated" under both RDMA error types (Figure 9); both
+// rows are kept so either one a peer sends is recognised.
 constexpr std::array<CauseRow, 33> kCauses = {{
     {rdma(kRdmaLocalCatastrophic, kLocalCatastrophicCode), "RDMA Local Catastrophic Error"},
     {rdma(kRdmaRemoteProtection, kInvalidStag), "RDMA Remote Protection: Invalid STag"},
@@ -173,7 +173,7 @@ TerminateDecodeError decode_terminate(std::span<const uint8_t> in, TerminateMess
   }
   if (t.d) {
     if (in.size() < off + 1) return TerminateDecodeError::TooShort;
-    // The copied header's own T bit tells its size (digest §10 item 31).
+    // The copied header's own T bit tells its size.
     t.ddp_header_size = segment_header_size((p[off] & kDdpFlagTagged) != 0);
     if (in.size() < off + t.ddp_header_size) return TerminateDecodeError::TooShort;
     std::memcpy(t.ddp_header, p + off, t.ddp_header_size);

@@ -1,5 +1,5 @@
-// RDMAP Terminate header (RFC 5040 §4.8, Figures 8-10; digest §4.8-4.10) and the master table of
-// Terminate causes (digest §7: RFC 5040 Figure 9, RFC 5041 §7.2, RFC 5044 §8, RFC 6581).
+// RDMAP Terminate header (RFC 5040 §4.8, Figures 8-10) and the master table of
+// Terminate causes (RFC 5040 Figure 9, RFC 5041 §7.2, RFC 5044 §8, RFC 6581).
 //
 // Terminate header, after the untagged DDP header of the Terminate message (QN 2):
 //   octet 0: Layer(4) | EType(4)   octet 1: Error Code   octet 2: M 0x80 | D 0x40 | R 0x20
@@ -7,7 +7,7 @@
 //   then, if M or D: DDP Segment Length (16, big-endian)
 //   then, if D: the terminated DDP header, 14 or 18 octets (size from its own T bit)
 //   then, if R: the terminated RDMA Read Request header, 28 octets
-// The header is not 4-aligned after the length field (digest §10 item 31).
+// The header is not 4-aligned after the length field.
 #pragma once
 
 #include <cstddef>
@@ -84,16 +84,19 @@ struct TerminateCause {
 
 // Name from the master table, or nullptr for a (layer, etype, code) not in it.
 const char* terminate_cause_name(TerminateCause c);
-// Every row of the master table (digest §7), in table order.
+// Every row of the master table, in table order.
 std::span<const TerminateCause> all_terminate_causes();
 
 struct TerminateHeaderFlags {
   bool m = false, d = false, r = false;
 };
+// The one rule for the Terminate header flags, used by the engine for every Terminate it sends.
 // RFC 5040 Figure 10: DDP and RDMA remote errors copy the DDP header and length (M, D); LLP and
-// local catastrophic errors copy nothing; R only for errors on an incoming RDMA Read Request
-// (RFC 5040 §4.8 "only sent back if the terminate is associated with an RDMA Read Request";
-// digest §11 item 5), i.e. when is_read_request and the cause is an RDMA-layer remote error.
+// local catastrophic errors copy nothing. R: §4.8 sends the RDMA header back "only ... if the
+// terminate is associated with an RDMA Read Request", and Figure 10 never copies it for a
+// DDP-layer error; where the two meet (a DDP error in a Read Request: MSN range, no QN 1
+// buffer) Figure 10 decides, as it is the more specific and siw sends no R there either. So R
+// is set for an RDMA-layer remote error in an incoming Read Request (is_read_request).
 TerminateHeaderFlags terminate_flags_for(TerminateCause c, bool is_read_request = false);
 
 struct TerminateMessage {

@@ -195,7 +195,38 @@ TEST_F(QpCraftedTest, ReadRequestsBeyondIrd) {
   const wire::TerminateMessage t = sent_terminate();
   EXPECT_EQ(t.cause,
             (wire::TerminateCause{TermLayer::Ddp, term::kDdpUntagged, term::kDdpNoBuffer}));
-  EXPECT_TRUE(t.r);
+  // A DDP-layer error: the DDP header goes back, the Read Request header does not (RFC 5040
+  // Figure 10; wire::terminate_flags_for), as siw sends it.
+  EXPECT_TRUE(t.m && t.d);
+  EXPECT_FALSE(t.r);
+}
+
+TEST_F(QpCraftedTest, ReadRequestOutOfMsnRangeCopiesNoRdmaHeader) {
+  std::vector<uint8_t> rr(wire::kReadRequestHeaderSize, 0);
+  feed(read_hdr(5), rr);
+  const wire::TerminateMessage t = sent_terminate();
+  EXPECT_EQ(t.cause,
+            (wire::TerminateCause{TermLayer::Ddp, term::kDdpUntagged, term::kDdpMsnRange}));
+  const wire::TerminateHeaderFlags f = wire::terminate_flags_for(t.cause, true);
+  EXPECT_EQ(t.m, f.m);
+  EXPECT_EQ(t.d, f.d);
+  EXPECT_EQ(t.r, f.r);
+  EXPECT_FALSE(t.r);
+}
+
+// An RDMA-layer error on a Read Request sends its header back (R, RFC 5040 §4.8).
+TEST_F(QpCraftedTest, ReadRequestOfAnInvalidStagCopiesItsHeader) {
+  std::vector<uint8_t> rr(wire::kReadRequestHeaderSize, 0);
+  wire::ReadRequestHeader h{};
+  h.sink_stag = 0x100;
+  h.size = 64;
+  h.src_stag = 0xdead00;
+  wire::encode_read_request(rr.data(), h);
+  feed(read_hdr(1), rr);
+  const wire::TerminateMessage t = sent_terminate();
+  EXPECT_EQ(t.cause.layer, TermLayer::Rdma);
+  EXPECT_TRUE(t.m && t.d && t.r);
+  EXPECT_EQ(0, std::memcmp(t.rdma_header, rr.data(), rr.size()));
 }
 
 TEST_F(QpCraftedTest, ReadRequestWithPayload) {
