@@ -255,7 +255,8 @@ TEST_P(OpsTest, GracefulCloseFlushesPeer) {
   ASSERT_EQ(rc.size(), 1u);
   EXPECT_EQ(rc[0].status, WcStatus::WrFlushErr);
   EXPECT_TRUE(server->wait_error());
-  EXPECT_FALSE(server->qp().terminate_sent().has_value());
+  EXPECT_FALSE(server->queue_pair().with_engine(
+      [](engine::Qp& e) { return e.terminate_sent().has_value(); }));
 }
 
 INSTANTIATE_TEST_SUITE_P(

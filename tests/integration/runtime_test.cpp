@@ -118,11 +118,14 @@ TEST(RuntimeTest, AStreamingPeerDoesNotStallTeardownOfOtherQps) {
   p.server[0]->queue_pair().abort();
   EXPECT_LT(ms_since(t0), 1000) << "abort of the streamed-into QP waited for the stream";
   s.stop();
+  p.client[0]->queue_pair().abort();  // nothing is sent from the Streamer's buffer any more
 }
 
 // Threads post, poll and query one QP while another aborts it: every WR posted is completed
 // once (success before the abort, flushed after), none is lost or doubled.
 TEST(RuntimeTest, PostPollAndQueryRaceAnAbortWithoutLosingWorkRequests) {
+  // Before the endpoints, so they outlive them: the server may still be answering Reads.
+  std::vector<uint8_t> region(1 << 16), local(4096);
   Listener l;
   Endpoint server(2), client(1);
   int src = -1;
@@ -130,7 +133,6 @@ TEST(RuntimeTest, PostPollAndQueryRaceAnAbortWithoutLosingWorkRequests) {
   ASSERT_EQ(client.connect(l.port, LinkOptions{}), 0);
   t.join();
   ASSERT_EQ(src, 0);
-  std::vector<uint8_t> region(1 << 16), local(4096);
   const memory::Stag rk =
       server.reg(region, memory::kLocalWrite | memory::kRemoteWrite | memory::kRemoteRead);
   const memory::Stag lk = client.reg(local, memory::kLocalWrite);

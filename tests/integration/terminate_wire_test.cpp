@@ -105,7 +105,8 @@ class TerminateWireTest : public testing::TestWithParam<bool /*crc*/> {
   void expect_region_untouched() {
     EXPECT_EQ(region, std::vector<uint8_t>(8192, 0x5C));
     EXPECT_TRUE(server.wait_error());
-    EXPECT_TRUE(server.qp().terminate_sent().has_value());
+    EXPECT_TRUE(server.queue_pair().with_engine(
+        [](engine::Qp& e) { return e.terminate_sent().has_value(); }));
   }
   Endpoint server{2};
   int fd = -1;
@@ -184,9 +185,12 @@ TEST_P(TerminateWireTest, LlpCrcErrorOnlyWhenCrcNegotiated) {
   send_segment(h, std::vector<uint8_t>(32, 0x77), true);
   if (!GetParam()) {
     // RFC 5044 §4.1: with CRCs disabled the field "MUST NOT be checked": the Write is placed.
-    for (int i = 0; i < 2000 && server.qp().stats().rx_fpdus == 0; ++i) usleep(1000);
-    EXPECT_EQ(server.qp().stats().rx_fpdus, 1u);
-    EXPECT_EQ(server.qp().state(), engine::QpState::Rts);
+    auto rx_fpdus = [&] {
+      return server.queue_pair().with_engine([](engine::Qp& e) { return e.stats().rx_fpdus; });
+    };
+    for (int i = 0; i < 2000 && rx_fpdus() == 0; ++i) usleep(1000);
+    EXPECT_EQ(rx_fpdus(), 1u);
+    EXPECT_EQ(server.state(), engine::QpState::Rts);
     EXPECT_EQ(region[kGuard], 0x77);
     EXPECT_EQ(region[kGuard + 32], 0x5C);
     return;
