@@ -272,10 +272,30 @@ void Qp::flush_all() {
 // Records the first error (RDMAP §7.1 item 24: the first erroneous message is the one captured)
 // and moves to Terminate: the Terminate goes out after the FPDU now on the wire, nothing after it
 // (RDMAP §5.4).
-void Qp::set_terminate(wire::TerminateCause cause, bool from_rx) {
+void Qp::set_terminate(wire::TerminateCause cause, bool from_rx, const IrqEntry* answering) {
   if (term_sent_ || state_ == QpState::Error || state_ == QpState::Idle) return;
   wire::TerminateMessage t{};
   t.cause = cause;
+  if (answering) {
+    // The Read Request was accepted earlier and its segment is gone: send back the headers it
+    // came with (RFC 5040 §4.8), rebuilt from the IRQ entry: untagged, QN 1, its MSN, MO 0.
+    const wire::TerminateHeaderFlags f = wire::terminate_flags_for(cause, true);
+    if (f.d) {
+      wire::SegmentHeader h;
+      h.last = true;
+      h.rdmap_control = wire::rdmap_control(wire::Opcode::ReadRequest);
+      h.qn = wire::kQnReadRequest;
+      h.msn = answering->msn;
+      t.m = t.d = true;
+      t.ddp_header_size = wire::encode_segment_header(t.ddp_header, h);
+      t.ddp_segment_length =
+          static_cast<uint16_t>(t.ddp_header_size + wire::kReadRequestHeaderSize);
+    }
+    if (f.r && t.d) {
+      t.r = true;
+      wire::encode_read_request(t.rdma_header, answering->rr);
+    }
+  }
   // rx_hdr_len_ (0 until the control octets of the segment were read): the DDP (+ Read
   // Request) header octets of the segment being received, all of them read by the time any
   // check that uses them can fail.
@@ -290,7 +310,7 @@ void Qp::set_terminate(wire::TerminateCause cause, bool from_rx) {
     t.ddp_header_size = wire::segment_header_size(rx_seg_.tagged);
     std::memcpy(t.ddp_header, rx_hdr_.data() + wire::kUlpduLengthSize, t.ddp_header_size);
   }
-  if (f.r && t.d) {  // read_request: rx_hdr_len_ covers the Read Request header
+  if (f.r && t.d && has_hdr) {  // read_request: rx_hdr_len_ covers the Read Request header
     t.r = true;
     std::memcpy(t.rdma_header, rx_hdr_.data() + wire::kUlpduLengthSize + wire::kUntaggedHeaderSize,
                 wire::kReadRequestHeaderSize);

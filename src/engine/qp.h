@@ -156,6 +156,7 @@ class Qp {
   struct IrqEntry {
     wire::ReadRequestHeader rr;  // RDMAP §7.2 checks done at delivery, again per segment
     uint32_t sent;
+    uint32_t msn;  // the Read Request's DDP MSN (QN 1), for a Terminate about it
   };
   enum class SlotDone : uint8_t { None, SqEntry, Terminate };
   struct TxSlot {
@@ -181,9 +182,10 @@ class Qp {
   void push_cqe(CompletionQueue* cq, const Completion& c);
   void flush_all();
   // Terminate with cause; its M, D and R flags are wire::terminate_flags_for's. from_rx: the
-  // error is in the segment being received, whose headers are copied as far as they arrived;
-  // an error found while transmitting copies none.
-  void set_terminate(wire::TerminateCause cause, bool from_rx);
+  // error is in the segment being received, whose headers are copied as far as they arrived.
+  // answering: the error was found while answering this accepted Read Request, whose headers
+  // are rebuilt. Otherwise (an error found while transmitting) no header is copied.
+  void set_terminate(wire::TerminateCause cause, bool from_rx, const IrqEntry* answering = nullptr);
   void enter_error(QpEvent why);
   void emit(QpEvent ev);
   SqEntry& sq_at(uint32_t i) { return sq_[i % sq_.size()]; }

@@ -563,7 +563,7 @@ void Qp::rx_deliver() {
         }
       }
       ++rx_expected_msn_[wire::kQnReadRequest];
-      irq_[(irq_head_ + irq_count_) % irq_.size()] = {rr, 0};
+      irq_[(irq_head_ + irq_count_) % irq_.size()] = {rr, 0, rx_seg_.msn};
       ++irq_count_;
       break;
     }

@@ -309,7 +309,7 @@ bool Qp::build_irq_segment() {
     pin = cfg_.registry->pin(q.rr.src_stag, cfg_.pd, cfg_.qp_num, memory::kRemoteRead,
                              q.rr.src_to + q.sent, chunk);
     if (!pin.ok()) {
-      set_terminate(rdmap_protection_error(pin.mapping().result), false);
+      set_terminate(rdmap_protection_error(pin.mapping().result), false, &q);
       return true;
     }
   }
@@ -319,7 +319,7 @@ bool Qp::build_irq_segment() {
   append(s, s.hdr, 2 + hlen);
   if (chunk && !append(s, pin.mapping().host, chunk, true, true)) {
     unbuild_slot(s);
-    set_terminate(rdmap_protection_error(memory::AccessResult::AccessDenied), false);
+    set_terminate(rdmap_protection_error(memory::AccessResult::AccessDenied), false, &q);
     return true;
   }
   end_slot(s, hlen + chunk);
