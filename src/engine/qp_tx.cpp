@@ -351,6 +351,11 @@ void Qp::build_terminate() {
 
 // RFC 6581 peer-to-peer mode: the initiator's first FPDU is the negotiated zero-length RTR
 // message, after which the responder may send.
+// RFC 6581 §5: the zero-length RTR message. Its STags are never checked (RFC 5041 §5.2 for a
+// zero-length tagged segment, RFC 5040 §5.2.1 for a zero-size Read), but hardware peers drop
+// segments naming STag 0, the reserved privileged STag; siw names 1 as well.
+constexpr uint32_t kRtrStag = 1;
+
 void Qp::build_rtr() {
   wire::SegmentHeader h{};
   h.last = true;
@@ -360,12 +365,15 @@ void Qp::build_rtr() {
     case RtrType::Write:
       h.tagged = true;
       h.rdmap_control = wire::rdmap_control(wire::Opcode::RdmaWrite);
+      h.stag = kRtrStag;
       break;
     case RtrType::Read: {
       h.rdmap_control = wire::rdmap_control(wire::Opcode::ReadRequest);
       h.qn = wire::kQnReadRequest;
       h.msn = tx_msn_[wire::kQnReadRequest]++;
-      wire::encode_read_request(s.hdr + 2 + wire::kUntaggedHeaderSize, {});
+      wire::ReadRequestHeader rr{};
+      rr.src_stag = kRtrStag;  // the Data Source's STag, as siw; our sink STag 0 gets no data
+      wire::encode_read_request(s.hdr + 2 + wire::kUntaggedHeaderSize, rr);
       extra = wire::kReadRequestHeaderSize;
       rtr_read_outstanding_ = true;
       break;

@@ -428,10 +428,26 @@ TEST_P(QpRtrTest, InitiatorRtrLetsResponderSpeakFirst) {
   s.num_sge = 1;
   s.sg_list[0] = sge_of(msg, mk);
   ASSERT_EQ(b.qp->post_send(s), 0);
+  std::vector<uint8_t> tap;
   Pump pump{a, b};
+  pump.tap_ab = &tap;
   pump.run();
   ASSERT_EQ(a.poll_recv().size(), 1u);
   EXPECT_EQ(inbox, msg);
+  // The RTR message names STag 1, never the reserved STag 0 that hardware peers drop (as siw).
+  ASSERT_GE(tap.size(), 2 + wire::kTaggedHeaderSize);
+  wire::SegmentHeader h;
+  ASSERT_NE(wire::decode_segment_header({tap.data() + 2, tap.size() - 2}, &h), 0u);
+  if (GetParam() == RtrType::Write) {
+    EXPECT_TRUE(h.tagged);
+    EXPECT_EQ(h.stag, 1u);
+  } else if (GetParam() == RtrType::Read) {
+    ASSERT_GE(tap.size(), 2 + wire::kUntaggedHeaderSize + wire::kReadRequestHeaderSize);
+    const wire::ReadRequestHeader rr =
+        wire::decode_read_request(tap.data() + 2 + wire::kUntaggedHeaderSize);
+    EXPECT_EQ(rr.src_stag, 1u);
+    EXPECT_EQ(rr.size, 0u);
+  }
   EXPECT_EQ(b.poll_send().size(), 1u);
   EXPECT_EQ(a.qp->state(), QpState::Rts);
   EXPECT_EQ(b.qp->state(), QpState::Rts);
