@@ -1,11 +1,11 @@
 // libuiw connection side: the uiw.ko driver methods (kernel-abi/uiw-abi.h), picking up the
 // socket of an RDMA-ready QP, and the per-context readiness and progress threads.
 //
-// Hand-off: rdma_cm and iw_cm run connection setup in uiw.ko, which
-// leaves the TCP stream exactly at the first FPDU and adds 1 to the context's readiness
-// eventfd. The readiness thread then asks for the socket of every QP still waiting
-// (UIW_METHOD_QP_TAKE_SOCKET: fd + negotiated parameters), starts the engine on it and gives
-// the connection to the progress thread. Sends posted before that wait in the engine's queue.
+// Hand-off: rdma_cm and iw_cm run connection setup in uiw.ko, which leaves the TCP stream
+// exactly at the first FPDU and adds 1 to the context's readiness eventfd. The readiness thread
+// then asks for the socket of every QP still waiting (UIW_METHOD_QP_TAKE_SOCKET: fd + negotiated
+// parameters), starts the engine on it and gives the connection to the progress thread. Sends
+// posted before that wait in the engine's queue.
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <poll.h>

@@ -101,13 +101,6 @@ void to_wc(const engine::Completion& c, ibv_wc* wc) {
   }
 }
 
-// One inline progress pass of the QP (runtime::QueuePair::drive): in this thread unless another
-// holds it, which then moves these bytes. Requires Qp::mu (rt stays), or a CQ's qps_mu (RESET
-// and destroy detach the QP from its CQs first).
-bool try_progress(Qp* qp, bool posted) {
-  return qp->rt->drive(posted);
-}
-
 // Hands the CPU to whoever our last transmit woke. On a loaded or small machine (the test VM:
 // 2 vCPUs, both applications spinning) the peer's progress thread, woken by our bytes through
 // a sync wakeup, waits on *this* CPU for the next scheduler tick (4 ms at HZ=250) unless we
@@ -135,8 +128,9 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
       }
     }
     // Transmit now, in the caller's thread (the lowest latency, and no doorbell to ring); what
-    // the socket does not take, the progress thread sends when it becomes writable.
-    moved = try_progress(qp, true);
+    // the socket does not take, the progress thread sends when it becomes writable. Under
+    // Qp::mu, so RESET cannot replace rt meanwhile.
+    moved = qp->rt->drive(true);
   }
   if (moved) give_way();
   return rc;
@@ -214,14 +208,15 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
     for (size_t i = 0; i < got; ++i) to_wc(buf[i], &wc[total + i]);
     total += static_cast<int>(got);
     if (got == want) continue;
-    // Busy-poll: nothing (more) here, so move the bytes of this CQ's
-    // connections now, once, and look again.
+    // Busy-poll: nothing (more) here, so move the bytes of this CQ's connections now, once,
+    // and look again.
     if (total > 0 || driven) break;
     driven = true;
     bool moved = false;
     {
       std::lock_guard lock(cq->qps_mu);
-      for (Qp* qp : cq->qps) moved |= try_progress(qp, false);
+      // Under qps_mu: RESET and destroy detach a QP from its CQs before replacing its rt.
+      for (Qp* qp : cq->qps) moved |= qp->rt->drive(false);
     }
     if (!moved) {
       // Nothing here and nothing moving: a spinning poller would only keep the progress
@@ -379,7 +374,7 @@ int qpx_wr_complete(ibv_qp_ex* x) {
   }
   qp->batch.clear();
   qp->batch_error = 0;
-  const bool moved = !rc && try_progress(qp, true);
+  const bool moved = !rc && qp->rt->drive(true);
   qp->mu.unlock();
   if (moved) give_way();
   return rc;

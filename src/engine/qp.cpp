@@ -276,45 +276,34 @@ void Qp::set_terminate(wire::TerminateCause cause, bool from_rx, const IrqEntry*
   if (term_sent_ || state_ == QpState::Error || state_ == QpState::Idle) return;
   wire::TerminateMessage t{};
   t.cause = cause;
-  if (answering) {
-    // The Read Request was accepted earlier and its segment is gone: send back the headers it
-    // came with (RFC 5040 §4.8), rebuilt from the IRQ entry: untagged, QN 1, its MSN, MO 0.
-    const wire::TerminateHeaderFlags f = wire::terminate_flags_for(cause, true);
-    if (f.d) {
-      wire::SegmentHeader h;
-      h.last = true;
-      h.rdmap_control = wire::rdmap_control(wire::Opcode::ReadRequest);
-      h.qn = wire::kQnReadRequest;
-      h.msn = answering->msn;
-      t.m = t.d = true;
-      t.ddp_header_size = wire::encode_segment_header(t.ddp_header, h);
-      t.ddp_segment_length =
-          static_cast<uint16_t>(t.ddp_header_size + wire::kReadRequestHeaderSize);
-    }
-    if (f.r && t.d) {
-      t.r = true;
-      wire::encode_read_request(t.rdma_header, answering->rr);
-    }
-  }
-  // rx_hdr_len_ (0 until the control octets of the segment were read): the DDP (+ Read
-  // Request) header octets of the segment being received, all of them read by the time any
-  // check that uses them can fail.
-  const bool has_hdr = from_rx && rx_hdr_len_ != 0;
+  // The headers to send back: those of the segment being received (rx_hdr_len_ is 0 until its
+  // control octets were read, and every check that can fail after that runs once all its
+  // header octets arrived), or those of an accepted Read Request, whose segment is gone:
+  // rebuilt from the IRQ entry (untagged, QN 1, its MSN, MO 0).
+  const bool rx_hdr = from_rx && rx_hdr_len_ != 0;
   const bool read_request =
-      has_hdr && !rx_seg_.tagged && rx_opcode_ == static_cast<uint8_t>(wire::Opcode::ReadRequest);
+      answering ||
+      (rx_hdr && !rx_seg_.tagged && rx_opcode_ == static_cast<uint8_t>(wire::Opcode::ReadRequest));
   const wire::TerminateHeaderFlags f = wire::terminate_flags_for(cause, read_request);
-  if (f.d && has_hdr) {
-    t.m = true;
-    t.d = true;
-    t.ddp_segment_length = rx_ulpdu_len_;
+  if (f.d && answering) {
+    wire::SegmentHeader h;
+    h.last = true;
+    h.rdmap_control = wire::rdmap_control(wire::Opcode::ReadRequest);
+    h.qn = wire::kQnReadRequest;
+    h.msn = answering->msn;
+    t.ddp_header_size = wire::encode_segment_header(t.ddp_header, h);
+    t.ddp_segment_length = static_cast<uint16_t>(t.ddp_header_size + wire::kReadRequestHeaderSize);
+    if (f.r) wire::encode_read_request(t.rdma_header, answering->rr);
+  } else if (f.d && rx_hdr) {
     t.ddp_header_size = wire::segment_header_size(rx_seg_.tagged);
-    std::memcpy(t.ddp_header, rx_hdr_.data() + wire::kUlpduLengthSize, t.ddp_header_size);
+    t.ddp_segment_length = rx_ulpdu_len_;
+    const uint8_t* ddp = rx_hdr_.data() + wire::kUlpduLengthSize;
+    std::memcpy(t.ddp_header, ddp, t.ddp_header_size);
+    if (f.r)  // a Read Request: rx_hdr_len_ covers its header
+      std::memcpy(t.rdma_header, ddp + wire::kUntaggedHeaderSize, wire::kReadRequestHeaderSize);
   }
-  if (f.r && t.d && has_hdr) {  // read_request: rx_hdr_len_ covers the Read Request header
-    t.r = true;
-    std::memcpy(t.rdma_header, rx_hdr_.data() + wire::kUlpduLengthSize + wire::kUntaggedHeaderSize,
-                wire::kReadRequestHeaderSize);
-  }
+  t.m = t.d = t.ddp_header_size != 0;  // RDMAP §4.8: M = DDP Segment Length valid, D = header
+  t.r = f.r && t.d;
   term_sent_ = t;
   state_ = QpState::Terminate;
   detach_tx();

@@ -44,8 +44,6 @@ class Connection {
   int fd() const { return stream_->fd(); }
   bool wants_write() const { return blocked_; }  // the Qp has bytes the socket did not take yet
   bool finished() const;  // both directions are closed; nothing more will move
-  engine::Qp& qp() { return *qp_; }
-  transport::ByteStream& stream() { return *stream_; }
   const ConnectionStats& stats() const { return stats_; }
 
  private:

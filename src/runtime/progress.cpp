@@ -26,12 +26,8 @@ Progress::Progress()
 }
 
 Progress::~Progress() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-    sleeping_ = true;
-    wake_locked();
-  }
+  stop_ = true;
+  ring();
   thread_.join();
   close(doorbell_);
   close(epfd_);
@@ -83,6 +79,10 @@ void Progress::queue_locked(uint64_t id) {
 void Progress::wake_locked() {
   if (!sleeping_) return;  // it looks at ready_ before it sleeps again
   sleeping_ = false;
+  ring();
+}
+
+void Progress::ring() {
   const uint64_t one = 1;
   [[maybe_unused]] ssize_t n = write(doorbell_, &one, sizeof one);
 }

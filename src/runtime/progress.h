@@ -37,7 +37,8 @@ class Progress {
  private:
   void run();
   void queue_locked(uint64_t id);  // requires mu_
-  void wake_locked();              // requires mu_
+  void wake_locked();              // requires mu_: rings the doorbell if the thread sleeps
+  void ring();                     // the doorbell: epoll_wait returns
 
   struct Entry {
     QueuePair* qp;  // Unowned.

@@ -45,7 +45,7 @@ struct SharedProgressPair {
   }
 };
 
-// The client of `to` writes 64 KiB RDMA Writes into it back to back until stop.
+// client writes 64 KiB RDMA Writes into server back to back until stop().
 class Streamer {
  public:
   Streamer(Endpoint& client, Endpoint& server) : region_(1 << 20), src_(64 << 10) {

@@ -52,7 +52,7 @@ class EndlessWrites final : public transport::ByteStream {
         total += k;
       }
     }
-    reads_++;
+    reads++;
     return {transport::IoStatus::Ok, total, 0};
   }
   transport::IoResult writev(const iovec* iov, int n) override {
@@ -64,7 +64,7 @@ class EndlessWrites final : public transport::ByteStream {
   void shutdown_write() override {}
   void abort() override {}
   uint32_t emss() const override { return 1460; }
-  std::atomic<uint64_t> reads_{0};
+  std::atomic<uint64_t> reads{0};
 
  private:
   std::vector<uint8_t> fpdu_;
@@ -110,17 +110,17 @@ TEST(ProgressTest, EndlessStreamsShareTheThreadAndDoNotStallRemoval) {
   Progress p;
   Endless a(1, p), b(2, p);
   const auto t0 = std::chrono::steady_clock::now();
-  while ((a.stream->reads_ < 1000 || b.stream->reads_ < 1000) &&
+  while ((a.stream->reads < 1000 || b.stream->reads < 1000) &&
          std::chrono::steady_clock::now() - t0 < 5s)
     std::this_thread::sleep_for(1ms);
-  EXPECT_GE(a.stream->reads_, 1000u);
-  EXPECT_GE(b.stream->reads_, 1000u);
+  EXPECT_GE(a.stream->reads, 1000u);
+  EXPECT_GE(b.stream->reads, 1000u);
   // A hung removal cannot be recovered from (the thread drives the QPs being destroyed).
   if (!returns_within(2000ms, [&] { b.qp->leave_progress(); })) std::abort();
   if (!returns_within(2000ms, [&] { a.qp->leave_progress(); })) std::abort();
-  const uint64_t after = a.stream->reads_;
+  const uint64_t after = a.stream->reads;
   std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(a.stream->reads_, after) << "the thread still drives a removed QP";
+  EXPECT_EQ(a.stream->reads, after) << "the thread still drives a removed QP";
 }
 
 }  // namespace
