@@ -1,5 +1,10 @@
 // libFuzzer target: arbitrary bytes into the engine's receive path (FPDU framing, markers, CRC,
-// DDP/RDMAP validation, placement, delivery, Terminate), then the transmit side is drained.
+// or SCTP records; DDP/RDMAP validation, tagged and untagged placement, Read Responses into a
+// Read's scatter list, delivery, Terminate), then the transmit side is drained.
+// Input: mode byte (MPA options), ops byte (chunking, ORD/IRD, an outstanding Read), llp byte
+// (bit 0: SCTP, RFC 5043), then the bytes the peer sent.
+// The regions have fixed STags and the Read's sink STag is the engine's first, so the fuzzer
+// reaches placement by mutating a seed instead of guessing random keys (tests/fuzz/corpus).
 // Invariants checked beyond "no crash": guard bytes around every registered region never change,
 // and a Qp that saw an error keeps reading (drains) instead of stopping.
 #include <cstdint>
@@ -30,11 +35,12 @@ struct Region {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size < 2) return 0;
+  if (size < 3) return 0;
   const uint8_t mode = data[0];
   const uint8_t ops = data[1];
-  data += 2;
-  size -= 2;
+  const bool sctp = data[2] & 1;
+  data += 3;
+  size -= 3;
 
   memory::Registry reg(64);
   const uint32_t pd = reg.alloc_pd();
@@ -50,17 +56,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cfg.rq = &rq;
   engine::Qp qp(cfg);
 
-  // Regions at small, fixed tagged offsets (iova 0x1000, 0x2000, 0x3000) so the fuzzer can aim
-  // at them; it has to guess the STags' random keys to pass the check.
+  // Regions at small, fixed tagged offsets (iova 0x1000, 0x2000, 0x3000) under fixed STags
+  // 0x101, 0x201, 0x301 (index i + 1, key 1).
   Region regions[3];
   for (int i = 0; i < 3; ++i) {
     Region& r = regions[i];
     r.mem.assign(256 + 2 * kGuard, 0xA5);
     std::memset(r.body(), 0, r.size());
-    int err = 0;
-    r.stag =
-        reg.register_region(pd, r.body(), r.size(), 0x1000u * (i + 1),
-                            memory::kLocalWrite | memory::kRemoteWrite | memory::kRemoteRead, &err);
+    r.stag = (static_cast<memory::Stag>(i + 1) << 8) | 1;
+    if (reg.register_region_with_stag(
+            r.stag, pd, r.body(), r.size(), 0x1000u * (i + 1),
+            memory::kLocalWrite | memory::kRemoteWrite | memory::kRemoteRead) != 0)
+      abort();
   }
   for (int i = 0; i < 4; ++i) {
     engine::RecvWr w;
@@ -71,12 +78,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     w.sg_list[1] = {0x3000 + 100, 60, regions[2].stag};
     rq.post(w);
   }
-  if (ops & 1) {  // an outstanding Read so Read Responses have a sink
+  if (ops & 1) {  // an outstanding 192-byte Read into region 1, so Read Responses have a sink
     engine::SendWr w;
     w.opcode = engine::WrOpcode::RdmaRead;
-    w.num_sge = 0;
+    w.num_sge = 2;
+    w.sg_list[0] = {0x2000, 128, regions[1].stag};
+    w.sg_list[1] = {0x2000 + 128, 64, regions[1].stag};
     w.remote_stag = 0x1234;
-    qp.post_send(w);
+    if (qp.post_send(w) != 0) abort();
   }
 
   engine::ConnParams p;
@@ -86,7 +95,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   p.initiator = mode & 8;
   p.mulpdu = 128 + (mode >> 4) * 512;
   p.ord = p.ird = 1 + (ops >> 4);
+  if (sctp) p.llp = engine::Llp::Sctp;
   qp.start(p);
+  const auto drain_tx = [&qp] {
+    for (int i = 0; i < 4; ++i) {
+      auto iov = qp.tx_pending();
+      size_t bytes = 0;
+      for (const iovec& v : iov) bytes += v.iov_len;
+      if (bytes == 0) break;
+      qp.tx_commit(bytes);
+    }
+  };
+  drain_tx();  // the Read Request goes out before any response can match it
 
   // Feed in chunks whose sizes come from `ops`, draining the transmit side between chunks.
   const size_t chunk = 1 + ((ops >> 1) & 7) * 37;
@@ -95,13 +115,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t used = qp.rx_feed({data + off, n});
     if (used != n) abort();  // the Qp must always consume (parse or drain)
     off += n;
-    for (int i = 0; i < 4; ++i) {
-      auto iov = qp.tx_pending();
-      size_t bytes = 0;
-      for (const iovec& v : iov) bytes += v.iov_len;
-      if (bytes == 0) break;
-      qp.tx_commit(bytes);
-    }
+    drain_tx();
   }
   qp.rx_eof();
   for (auto& r : regions)
