@@ -49,7 +49,7 @@ run_mode() {
   before=$(sctp_stat SctpOutUnorderChunks 2>/dev/null || echo 0)
   for tool in ib_write_bw ib_read_bw ib_send_bw; do
     pair "$mode-$tool" $tool -s 65536 -n 200
-    BW=$(perftest_bw "$mode-$tool-client" 65536 200)
+    perftest_bw "$mode-$tool-client" 65536 200 >/dev/null
     echo "RESULT $mode $tool 65536x200 BW_average_MBps=$BW"
   done
   for tool in ib_write_lat ib_read_lat ib_send_lat; do

@@ -81,7 +81,8 @@ bw() {
     --source_ip "$UIW1_ADDR" "$UIW0_ADDR"
   wait_bg "$name-server" 120
   no_error "$name-server" "$name-client"
-  log "$name: $(perftest_bw "$name-client" 65536 200) MB/s"
+  perftest_bw "$name-client" 65536 200 >/dev/null
+  log "$name: $BW MB/s"
 }
 
 # round NAME NETEM...: the TCP tools under one impairment.
