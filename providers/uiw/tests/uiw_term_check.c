@@ -2,8 +2,8 @@
  * uiw_term_check: provokes an RDMAP Terminate (RFC 5040 §7.1) over any iWARP device with rdma_cm,
  * for the interop system tests (tests/system/interop_terminate.sh, tshark_*.sh).
  *
- *   uiw_term_check server BIND_ADDR PORT
- *   uiw_term_check client BIND_ADDR SERVER_ADDR PORT write|read
+ *   uiw_term_check server BIND_ADDR PORT [unmap|rdonly]
+ *   uiw_term_check client BIND_ADDR SERVER_ADDR PORT write|read|write-valid
  *
  * The server registers a 4 KiB buffer with remote read and write access, posts two receives
  * ("hello", then one left to be flushed) and accepts one connection, sending its buffer's
@@ -24,6 +24,14 @@
  *   read:  an RDMA Read Request with the wrong source STag. The server's RDMAP layer answers
  *          with a Terminate (RFC 5040 Figure 9, remote protection error, invalid STag, M/D/R);
  *          the Read must complete in error.
+ *   write-valid: a 4 KiB RDMA Write with the right rkey, then a Read of the same bytes. Against
+ *          a server started with "unmap" or "rdonly": it advertises a separate 64 KiB mmap()ed
+ *          region registered with remote write and read access, and once "hello" arrived (the
+ *          connection is up and the region advertised) it munmap()s the region, or mprotect()s
+ *          it read-only, leaving the MR registered. The peer's Write then targets memory the
+ *          process can no longer write: the server's provider must end the connection with a
+ *          Terminate (its QP in ERR, the receive flushed) and the server process must live;
+ *          the client's Read must complete in error.
  * On devices that report QP states (not siw: its query_qp reads RESET whatever the state, and
  * it flushes receives only once its QP reaches ERR, which may wait for the close) the server
  * asserts that its posted receive was flushed (IBV_WC_WR_FLUSH_ERR) and both sides that their
@@ -38,6 +46,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <sys/mman.h>
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -56,6 +66,7 @@
 #define BUF_LEN 4096
 #define WAIT_MS 30000
 #define GO_LEN 16 /* length of the "hello" and "go" Sends */
+#define TARGET_LEN (64 * 1024) /* the server's region in "unmap" and "rdonly" modes */
 
 /*
  * wr_ids: the client's "hello" Send, receive for "go", Write and Read; the server's receive for
@@ -243,7 +254,7 @@ static void post_rdma(struct conn *c, enum ibv_wr_opcode op, uint64_t wr_id, uin
 	CHECK(ibv_post_send(c->id->qp, &wr, &bad) == 0, "ibv_post_send opcode %d", op);
 }
 
-static int run_server(const char *bind_addr, const char *port)
+static int run_server(const char *bind_addr, const char *port, const char *how)
 {
 	struct conn c = {};
 	struct sockaddr_storage ss;
@@ -255,7 +266,11 @@ static int run_server(const char *bind_addr, const char *port)
 	struct ibv_recv_wr hwr = { .wr_id = WR_HELLO_RECV, .sg_list = &hsge, .num_sge = 1,
 				   .next = &rwr }, *bad;
 	enum ibv_wc_status st;
+	struct ibv_mr *tmr = NULL;
+	char *target = NULL;
 
+	CHECK(!how || !strcmp(how, "unmap") || !strcmp(how, "rdonly"),
+	      "server mode must be unmap or rdonly, not %s", how);
 	c.ch = rdma_create_event_channel();
 	CHECK(c.ch, "rdma_create_event_channel");
 	CHECK(rdma_create_id(c.ch, &c.listen_id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
@@ -278,6 +293,19 @@ static int run_server(const char *bind_addr, const char *port)
 	rb.addr = htobe64((uintptr_t)c.buf);
 	rb.rkey = htobe32(c.mr->rkey);
 	rb.len = htobe32(BUF_LEN);
+	if (how) {
+		target = mmap(NULL, TARGET_LEN, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		CHECK(target != MAP_FAILED, "mmap");
+		memset(target, 0x5a, TARGET_LEN);
+		tmr = ibv_reg_mr(c.pd, target, TARGET_LEN,
+				 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+					 IBV_ACCESS_REMOTE_READ);
+		CHECK(tmr, "ibv_reg_mr of the mmap()ed region");
+		rb.addr = htobe64((uintptr_t)target);
+		rb.rkey = htobe32(tmr->rkey);
+		rb.len = htobe32(TARGET_LEN);
+	}
 	cp.private_data = &rb;
 	cp.private_data_len = sizeof(rb);
 	CHECK(rdma_accept(c.id, &cp) == 0, "rdma_accept");
@@ -287,6 +315,14 @@ static int run_server(const char *bind_addr, const char *port)
 	fflush(stdout);
 	st = wait_wc(&c, WR_HELLO_RECV);
 	CHECK(st == IBV_WC_SUCCESS, "the client's hello Send arrived with status %d", st);
+	if (how && !strcmp(how, "unmap")) {
+		CHECK(munmap(target, TARGET_LEN) == 0, "munmap");
+		printf("ok: advertised region unmapped, MR 0x%x still registered\n", tmr->rkey);
+	} else if (how) {
+		CHECK(mprotect(target, TARGET_LEN, PROT_READ) == 0, "mprotect");
+		printf("ok: advertised region made read-only, MR 0x%x still registered\n",
+		       tmr->rkey);
+	}
 	/* "go": only now may the client provoke the error (see the top of this file). */
 	post_rdma(&c, IBV_WR_SEND, WR_GO_SEND, 0, 0, GO_LEN, BUF_LEN / 2);
 	printf("ok: hello received, go sent\n");
@@ -306,6 +342,8 @@ static int run_server(const char *bind_addr, const char *port)
 	 * that follows the Terminate (RFC 5040 §6.2) and not by our own disconnect racing it.
 	 */
 	wait_disconnected(&c);
+	if (tmr)
+		CHECK(ibv_dereg_mr(tmr) == 0, "ibv_dereg_mr of the advertised region");
 	printf("PASS\n");
 	return 0;
 }
@@ -323,9 +361,10 @@ static int run_client(const char *bind_addr, const char *srv, const char *port, 
 	uint64_t raddr;
 	uint32_t rkey, bad_rkey;
 	enum ibv_wc_status st;
-	int read_mode = !strcmp(mode, "read");
+	int read_mode = !strcmp(mode, "read"), valid = !strcmp(mode, "write-valid");
 
-	CHECK(read_mode || !strcmp(mode, "write"), "mode must be write or read, not %s", mode);
+	CHECK(read_mode || valid || !strcmp(mode, "write"),
+	      "mode must be write, read or write-valid, not %s", mode);
 	c.ch = rdma_create_event_channel();
 	CHECK(c.ch, "rdma_create_event_channel");
 	CHECK(rdma_create_id(c.ch, &c.id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
@@ -359,6 +398,9 @@ static int run_client(const char *bind_addr, const char *srv, const char *port, 
 
 	if (read_mode) {
 		post_rdma(&c, IBV_WR_RDMA_READ, WR_READ, raddr, bad_rkey, 64, 0);
+	} else if (valid) {
+		post_rdma(&c, IBV_WR_RDMA_WRITE, WR_WRITE, raddr, rkey, BUF_LEN, 0);
+		post_rdma(&c, IBV_WR_RDMA_READ, WR_READ, raddr, rkey, 64, 0);
 	} else {
 		post_rdma(&c, IBV_WR_RDMA_WRITE, WR_WRITE, raddr, bad_rkey, 64, 0);
 		post_rdma(&c, IBV_WR_RDMA_READ, WR_READ, raddr, rkey, 64, 0);
@@ -374,12 +416,12 @@ static int run_client(const char *bind_addr, const char *srv, const char *port, 
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc == 4 && !strcmp(argv[1], "server"))
-		return run_server(argv[2], argv[3]);
+	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "server"))
+		return run_server(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
 	if (argc == 6 && !strcmp(argv[1], "client"))
 		return run_client(argv[2], argv[3], argv[4], argv[5]);
-	fprintf(stderr, "usage: %s server BIND_ADDR PORT\n"
-			"       %s client BIND_ADDR SERVER_ADDR PORT write|read\n",
+	fprintf(stderr, "usage: %s server BIND_ADDR PORT [unmap|rdonly]\n"
+			"       %s client BIND_ADDR SERVER_ADDR PORT write|read|write-valid\n",
 		argv[0], argv[0]);
 	return 2;
 }

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# needs: uiw siw
+# timeout: 600
+# A peer writes into an advertised region the server process can no longer write (uiw_term_check
+# server ... unmap|rdonly, client write-valid): an rdma_cm server on uiw0 registers a 64 KiB
+# mmap()ed region with remote write and read access, advertises it in its accept's private
+# data, and after the first Send munmap()s it (or mprotect()s it read-only) with the MR still
+# registered; the client then writes 4 KiB into it with the right rkey and reads it back.
+# The server process must survive (no SIGSEGV from placing the payload), its QP must reach ERR
+# with its posted receive flushed, and the client's Read must complete in error (the server
+# ended the stream with a Terminate). Cases: uiw1 client, CRC off (payload read from the socket
+# straight into the region) and on (verified before it is placed), munmap and read-only; and a
+# siw0 client (munmap, CRC off).
+source "$UIW_ROOT/tests/system/lib.sh"
+source "$UIW_ROOT/tests/system/interop_lib.bash"
+interop_setup
+gcc -O2 -Wall -o term "$UIW_ROOT/providers/uiw/tests/uiw_term_check.c" -lrdmacm -libverbs ||
+  fail "cannot build uiw_term_check"
+
+port=7750
+# unmapped_case NAME CLIENT_ADDR HOW: one connection, the server's region made unwritable by HOW.
+unmapped_case() {
+  local p=$((port++))
+  start_bg "$1-server" ./term server "$UIW0_ADDR" $p "$3"
+  wait_cm_listen $p
+  run_fg "$1-client" 90 ./term client "$2" "$UIW0_ADDR" $p write-valid
+  wait_bg "$1-server" 60
+  expect "$1-server" "^ok: advertised region (unmapped|made read-only)" "$1: the server did not $3 its region"
+  expect "$1-server" '^ok: receive flushed$' "$1: the server's receive was not flushed"
+  expect "$1-server" '^ok: QP in ERR$' "$1: the server's QP did not reach ERR"
+  expect "$1-server" '^PASS$'
+  expect "$1-client" '^ok: RDMA Read completed in error' "$1: the client's Read did not fail"
+  expect "$1-client" '^PASS$'
+  log "PASS $1: server alive, QP in ERR; client: $(sed -n 's/^ok: RDMA Read completed in error //p' "$1-client.log")"
+}
+
+unmapped_case uiw-unmap "$UIW1_ADDR" unmap
+unmapped_case uiw-rdonly "$UIW1_ADDR" rdonly
+uiw_set mpa_crc=Y
+unmapped_case uiw-unmap-crc "$UIW1_ADDR" unmap
+unmapped_case uiw-rdonly-crc "$UIW1_ADDR" rdonly
+uiw_set mpa_crc=N
+unmapped_case siw-unmap "$SIW0_ADDR" unmap
+echo "PASS: a peer writing into an unmapped or read-only registered region ends the connection, not the process"
