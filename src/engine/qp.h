@@ -215,6 +215,25 @@ class Qp {
   void rx_finish_fpdu();
   void rx_finish_stage();
   void rx_deliver();
+  // One row per RDMAP opcode (kRxOps, qp_rx.cpp): begin validates a segment and picks where its
+  // payload goes (false: it failed, rx_fail was called); deliver completes the message once
+  // its Last segment is in (nullptr: nothing to deliver).
+  struct RxOp {
+    using Begin = bool (Qp::*)();
+    using Handler = void (Qp::*)();
+    Begin begin = nullptr;
+    Handler deliver = nullptr;
+  };
+  static const std::array<RxOp, 16> kRxOps;
+  bool rx_begin_write();
+  bool rx_begin_read_request();
+  bool rx_begin_read_response();
+  bool rx_begin_send();
+  bool rx_begin_terminate();
+  void rx_deliver_read_request();
+  void rx_deliver_read_response();
+  void rx_deliver_send();
+  void rx_deliver_terminate();
   void rx_process_marker();
   void rx_fail(wire::TerminateCause cause);
   void complete_active_recv(WcStatus status);

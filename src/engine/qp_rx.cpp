@@ -332,148 +332,33 @@ void Qp::rx_process_header() {
   rx_begin_payload();
 }
 
-// Pre-placement validation and choice of the destination (RFC 5041 §7.1, RFC 5040 §7.2).
+// What the receiver does with each RDMAP opcode; wire::kOpcodeTable says what each one is on the
+// wire (tagged or not, its queue, its header), and rx_process_header refuses the opcodes it marks
+// invalid before a row here is used. A new opcode is a row in both tables and its handlers.
+constexpr std::array<Qp::RxOp, 16> Qp::kRxOps = {{
+    {&Qp::rx_begin_write, nullptr},  // RFC 5040 §5.1: placed, never delivered
+    {&Qp::rx_begin_read_request, &Qp::rx_deliver_read_request},
+    {&Qp::rx_begin_read_response, &Qp::rx_deliver_read_response},
+    {&Qp::rx_begin_send, &Qp::rx_deliver_send},  // Send
+    {&Qp::rx_begin_send, &Qp::rx_deliver_send},  // Send with Invalidate
+    {&Qp::rx_begin_send, &Qp::rx_deliver_send},  // Send with Solicited Event
+    {&Qp::rx_begin_send, &Qp::rx_deliver_send},  // Send with Solicited Event and Invalidate
+    {&Qp::rx_begin_terminate, &Qp::rx_deliver_terminate},
+}};
+
+// Pre-placement validation and choice of the destination (RFC 5041 §7.1, RFC 5040 §7.2), by
+// the opcode's row of kRxOps; then the payload, or straight to the trailer.
 void Qp::rx_begin_payload() {
+  static_assert(
+      [] {
+        for (size_t op = 0; op < kRxOps.size(); ++op)
+          if (wire::kOpcodeTable[op].valid != (kRxOps[op].begin != nullptr)) return false;
+        return true;
+      }(),
+      "every opcode wire::kOpcodeTable accepts needs a row in kRxOps, and only those");
   rx_dest_ = RxDest::Discard;
   rx_rtr_send_ = false;
-  const auto op = static_cast<wire::Opcode>(rx_opcode_);
-  switch (op) {
-    case wire::Opcode::RdmaWrite: {
-      // RFC 5041 §5.2: STag and TO of a zero-length tagged segment MUST NOT be checked.
-      if (rx_payload_len_ == 0) break;
-      const memory::Mapping m = cfg_.registry->check(
-          rx_seg_.stag, cfg_.pd, cfg_.qp_num, memory::kRemoteWrite, rx_seg_.to, rx_payload_len_);
-      if (m.result != AccessResult::Ok) {
-        rx_fail(ddp_tagged_error(m.result));
-        return;
-      }
-      rx_dest_ = RxDest::Host;  // pinned per read in rx_need()
-      break;
-    }
-    case wire::Opcode::ReadResponse: {
-      if (rtr_read_outstanding_) {
-        if (rx_payload_len_ != 0) {
-          rx_fail(remote_op(term::kUnexpectedOpcode));
-          return;
-        }
-        break;
-      }
-      if (orq_count_ == 0) {  // no Read outstanding: nothing may answer (RFC 5040 §5.2)
-        rx_fail(remote_op(term::kUnexpectedOpcode));
-        return;
-      }
-      if (rx_payload_len_ == 0) break;
-      const SqEntry& e = sq_at(orq_[orq_head_]);
-      // RFC 5041 §7.1 tagged checks against the sink our Read Request named: STag, 64-bit
-      // wrap, base (TO 0) and bounds (the scatter list's length).
-      if (rx_seg_.stag != e.sink_stag) {
-        rx_fail(ddp_tagged_error(AccessResult::InvalidStag));
-        return;
-      }
-      if (rx_seg_.to + rx_payload_len_ < rx_seg_.to) {
-        rx_fail(ddp_tagged_error(AccessResult::ToWrap));
-        return;
-      }
-      if (rx_seg_.to + rx_payload_len_ > e.sgl.total) {
-        rx_fail(ddp_tagged_error(AccessResult::BaseBounds));
-        return;
-      }
-      // Our Read Request named TO 0 and the Read's length (RFC 5040 §5.2.2: the Data Sink MAY
-      // validate them); over an in-order LLP the Data Source sends the response's segments in
-      // order, so each one starts where the last one ended. One that does not would leave a
-      // hole the completion would claim was filled: treated as placing outside the part of the
-      // sink this response may fill next (RFC 5041 §7.1 tagged check 3-4).
-      if (rx_seg_.to != orq_placed_) {
-        rx_fail(ddp_tagged_error(AccessResult::BaseBounds));
-        return;
-      }
-      rx_dest_ = RxDest::Sgl;
-      rx_sgl_ = &e.sgl;
-      rx_sgl_off_ = rx_seg_.to;
-      orq_placed_ += rx_payload_len_;
-      break;
-    }
-    case wire::Opcode::Send:
-    case wire::Opcode::SendInv:
-    case wire::Opcode::SendSe:
-    case wire::Opcode::SendSeInv: {
-      if (!(rx_send_active_ && rx_seg_.msn == rx_send_msn_)) {
-        // RFC 5041 §7.1 untagged check 5: only the next message's MSN has a buffer.
-        if (rx_send_active_ || rx_seg_.msn != rx_expected_msn_[wire::kQnSend]) {
-          rx_fail(untagged(term::kDdpMsnRange));
-          return;
-        }
-        // RFC 6581: the responder's first FPDU may be the initiator's zero-length RTR Send,
-        // which consumes no receive buffer here.
-        if (!params_.initiator && params_.rtr == RtrType::Send && !rx_first_seen_ &&
-            rx_payload_len_ == 0 && rx_seg_.mo == 0 && rx_seg_.last) {
-          rx_rtr_send_ = true;
-          break;
-        }
-        std::optional<RecvWr> wr = cfg_.rq->take();
-        if (!wr) {  // RFC 5041 §7.1 untagged check 2; iWARP has no RNR retry
-          rx_fail(untagged(term::kDdpNoBuffer));
-          return;
-        }
-        rx_send_active_ = true;
-        rx_send_msn_ = rx_seg_.msn;
-        rx_send_got_ = 0;
-        rx_send_wr_ = *wr;
-        if (!resolve_sgl(wr->sg_list, wr->num_sge, memory::kLocalWrite, &rx_send_sgl_)) {
-          // A bad lkey in our own receive WR: a local error (RDMAP §7.1 item 21).
-          complete_active_recv(WcStatus::LocProtErr);
-          rx_fail({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0});
-          return;
-        }
-      }
-      // RFC 5041 §7.1 untagged checks 3-4. The message does not fit the posted receive: the
-      // receive ends with a local length error (as a verbs receive that is too small does; siw
-      // alike) rather than a flush, so the application can tell why.
-      if (rx_seg_.mo + rx_payload_len_ > rx_send_sgl_.total) {
-        complete_active_recv(WcStatus::LocLenErr);
-        rx_fail(
-            untagged(rx_seg_.mo > rx_send_sgl_.total ? term::kDdpInvalidMo : term::kDdpTooLong));
-        return;
-      }
-      // Over an in-order LLP a message's segments arrive in order (TCP; SCTP messages are
-      // processed in DDP-SSN order): each one's MO is what the message holds so far, so a
-      // message cannot complete with bytes that never arrived (RFC 5041 §5.4 defines its
-      // length by the Last segment). Untagged check 3 names the error.
-      if (rx_seg_.mo != rx_send_got_) {
-        rx_fail(untagged(term::kDdpInvalidMo));
-        return;
-      }
-      rx_send_got_ += rx_payload_len_;
-      if (rx_payload_len_ == 0) break;
-      rx_dest_ = RxDest::Sgl;
-      rx_sgl_ = &rx_send_sgl_;
-      rx_sgl_off_ = rx_seg_.mo;
-      break;
-    }
-    case wire::Opcode::ReadRequest:
-      if (rx_seg_.msn != rx_expected_msn_[wire::kQnReadRequest]) {
-        rx_fail(untagged(term::kDdpMsnRange));
-        return;
-      }
-      // RFC 5040 §6.1: never more than IRD inbound Reads; the excess one finds no QN 1 buffer
-      // (RFC 5041 §7.1 untagged check 2).
-      if (irq_count_ >= std::max<uint32_t>(params_.ird, 1)) {
-        rx_fail(untagged(term::kDdpNoBuffer));
-        return;
-      }
-      if (rx_payload_len_ != 0) {  // RFC 5040 §4.5: a Read Request carries no ULP payload
-        rx_fail(remote_op(term::kUnspecified));
-        return;
-      }
-      break;
-    case wire::Opcode::Terminate:
-      if (rx_seg_.msn != rx_expected_msn_[wire::kQnTerminate]) {
-        rx_fail(untagged(term::kDdpMsnRange));
-        return;
-      }
-      rx_dest_ = RxDest::TermBody;
-      break;
-  }
+  if (!(this->*kRxOps[rx_opcode_ & wire::kRdmapMaskOpcode].begin)()) return;  // rx_fail'ed
   rx_pad_ = wire::fpdu_pad(rx_ulpdu_len_);
   if (rx_payload_len_ == 0) {
     rx_st_ = RxSt::Trailer;
@@ -483,6 +368,144 @@ void Qp::rx_begin_payload() {
     rx_want_ = rx_payload_len_;
   }
   rx_got_ = 0;
+}
+
+bool Qp::rx_begin_write() {
+  // RFC 5041 §5.2: STag and TO of a zero-length tagged segment MUST NOT be checked.
+  if (rx_payload_len_ == 0) return true;
+  const memory::Mapping m = cfg_.registry->check(rx_seg_.stag, cfg_.pd, cfg_.qp_num,
+                                                 memory::kRemoteWrite, rx_seg_.to, rx_payload_len_);
+  if (m.result != AccessResult::Ok) {
+    rx_fail(ddp_tagged_error(m.result));
+    return false;
+  }
+  rx_dest_ = RxDest::Host;  // pinned per read in rx_need()
+  return true;
+}
+
+bool Qp::rx_begin_read_response() {
+  if (rtr_read_outstanding_) {
+    if (rx_payload_len_ != 0) {
+      rx_fail(remote_op(term::kUnexpectedOpcode));
+      return false;
+    }
+    return true;
+  }
+  if (orq_count_ == 0) {  // no Read outstanding: nothing may answer (RFC 5040 §5.2)
+    rx_fail(remote_op(term::kUnexpectedOpcode));
+    return false;
+  }
+  if (rx_payload_len_ == 0) return true;
+  const SqEntry& e = sq_at(orq_[orq_head_]);
+  // RFC 5041 §7.1 tagged checks against the sink our Read Request named: STag, 64-bit
+  // wrap, base (TO 0) and bounds (the scatter list's length).
+  if (rx_seg_.stag != e.sink_stag) {
+    rx_fail(ddp_tagged_error(AccessResult::InvalidStag));
+    return false;
+  }
+  if (rx_seg_.to + rx_payload_len_ < rx_seg_.to) {
+    rx_fail(ddp_tagged_error(AccessResult::ToWrap));
+    return false;
+  }
+  if (rx_seg_.to + rx_payload_len_ > e.sgl.total) {
+    rx_fail(ddp_tagged_error(AccessResult::BaseBounds));
+    return false;
+  }
+  // Our Read Request named TO 0 and the Read's length (RFC 5040 §5.2.2: the Data Sink MAY
+  // validate them); over an in-order LLP the Data Source sends the response's segments in
+  // order, so each one starts where the last one ended. One that does not would leave a
+  // hole the completion would claim was filled: treated as placing outside the part of the
+  // sink this response may fill next (RFC 5041 §7.1 tagged check 3-4).
+  if (rx_seg_.to != orq_placed_) {
+    rx_fail(ddp_tagged_error(AccessResult::BaseBounds));
+    return false;
+  }
+  rx_dest_ = RxDest::Sgl;
+  rx_sgl_ = &e.sgl;
+  rx_sgl_off_ = rx_seg_.to;
+  orq_placed_ += rx_payload_len_;
+  return true;
+}
+
+bool Qp::rx_begin_send() {
+  if (!(rx_send_active_ && rx_seg_.msn == rx_send_msn_)) {
+    // RFC 5041 §7.1 untagged check 5: only the next message's MSN has a buffer.
+    if (rx_send_active_ || rx_seg_.msn != rx_expected_msn_[wire::kQnSend]) {
+      rx_fail(untagged(term::kDdpMsnRange));
+      return false;
+    }
+    // RFC 6581: the responder's first FPDU may be the initiator's zero-length RTR Send,
+    // which consumes no receive buffer here.
+    if (!params_.initiator && params_.rtr == RtrType::Send && !rx_first_seen_ &&
+        rx_payload_len_ == 0 && rx_seg_.mo == 0 && rx_seg_.last) {
+      rx_rtr_send_ = true;
+      return true;
+    }
+    std::optional<RecvWr> wr = cfg_.rq->take();
+    if (!wr) {  // RFC 5041 §7.1 untagged check 2; iWARP has no RNR retry
+      rx_fail(untagged(term::kDdpNoBuffer));
+      return false;
+    }
+    rx_send_active_ = true;
+    rx_send_msn_ = rx_seg_.msn;
+    rx_send_got_ = 0;
+    rx_send_wr_ = *wr;
+    if (!resolve_sgl(wr->sg_list, wr->num_sge, memory::kLocalWrite, &rx_send_sgl_)) {
+      // A bad lkey in our own receive WR: a local error (RDMAP §7.1 item 21).
+      complete_active_recv(WcStatus::LocProtErr);
+      rx_fail({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0});
+      return false;
+    }
+  }
+  // RFC 5041 §7.1 untagged checks 3-4. The message does not fit the posted receive: the
+  // receive ends with a local length error (as a verbs receive that is too small does; siw
+  // alike) rather than a flush, so the application can tell why.
+  if (rx_seg_.mo + rx_payload_len_ > rx_send_sgl_.total) {
+    complete_active_recv(WcStatus::LocLenErr);
+    rx_fail(untagged(rx_seg_.mo > rx_send_sgl_.total ? term::kDdpInvalidMo : term::kDdpTooLong));
+    return false;
+  }
+  // Over an in-order LLP a message's segments arrive in order (TCP; SCTP messages are
+  // processed in DDP-SSN order): each one's MO is what the message holds so far, so a
+  // message cannot complete with bytes that never arrived (RFC 5041 §5.4 defines its
+  // length by the Last segment). Untagged check 3 names the error.
+  if (rx_seg_.mo != rx_send_got_) {
+    rx_fail(untagged(term::kDdpInvalidMo));
+    return false;
+  }
+  rx_send_got_ += rx_payload_len_;
+  if (rx_payload_len_ == 0) return true;
+  rx_dest_ = RxDest::Sgl;
+  rx_sgl_ = &rx_send_sgl_;
+  rx_sgl_off_ = rx_seg_.mo;
+  return true;
+}
+
+bool Qp::rx_begin_read_request() {
+  if (rx_seg_.msn != rx_expected_msn_[wire::kQnReadRequest]) {
+    rx_fail(untagged(term::kDdpMsnRange));
+    return false;
+  }
+  // RFC 5040 §6.1: never more than IRD inbound Reads; the excess one finds no QN 1 buffer
+  // (RFC 5041 §7.1 untagged check 2).
+  if (irq_count_ >= std::max<uint32_t>(params_.ird, 1)) {
+    rx_fail(untagged(term::kDdpNoBuffer));
+    return false;
+  }
+  if (rx_payload_len_ != 0) {  // RFC 5040 §4.5: a Read Request carries no ULP payload
+    rx_fail(remote_op(term::kUnspecified));
+    return false;
+  }
+  return true;
+}
+
+bool Qp::rx_begin_terminate() {
+  if (rx_seg_.msn != rx_expected_msn_[wire::kQnTerminate]) {
+    rx_fail(untagged(term::kDdpMsnRange));
+    return false;
+  }
+  rx_dest_ = RxDest::TermBody;
+  return true;
 }
 
 void Qp::rx_finish_fpdu() {
@@ -497,90 +520,84 @@ void Qp::rx_finish_fpdu() {
 // Delivery of a complete message (RFC 5041 §5.4), in order; Read Requests are processed only
 // now, once delivered (RFC 5040 §5.5 rules 12 and 17).
 void Qp::rx_deliver() {
-  const auto op = static_cast<wire::Opcode>(rx_opcode_);
-  switch (op) {
-    case wire::Opcode::RdmaWrite:
-      break;  // RFC 5040 §5.1: placed, never delivered
-    case wire::Opcode::ReadResponse: {
-      if (rtr_read_outstanding_) {
-        rtr_read_outstanding_ = false;
-        break;
-      }
-      // RFC 5040 §5.5 rule 19: a Read completes when its response is delivered, and only
-      // with all the bytes it asked for (§5.2.2: the sink MAY validate the length). A short
-      // response is the Data Source's protocol error, not a short success.
-      SqEntry& e = sq_at(orq_[orq_head_]);
-      const uint64_t placed = std::exchange(orq_placed_, 0);
-      if (placed != e.sgl.total) {
-        rx_fail(remote_op(term::kUnspecified));
-        return;
-      }
-      e.st = SqSt::Done;
-      orq_head_ = (orq_head_ + 1) % orq_.size();
-      --orq_count_;
-      complete_sq();
-      break;
-    }
-    case wire::Opcode::Send:
-    case wire::Opcode::SendInv:
-    case wire::Opcode::SendSe:
-    case wire::Opcode::SendSeInv: {
-      ++rx_expected_msn_[wire::kQnSend];
-      if (rx_rtr_send_) break;
-      Completion c{};
-      c.wr_id = rx_send_wr_.wr_id;
-      c.opcode = WcOpcode::Recv;
-      c.qp_num = cfg_.qp_num;
-      // RFC 5041 §5.4: the message length is MO + payload of the Last segment.
-      c.byte_len = rx_seg_.mo + static_cast<uint32_t>(rx_payload_len_);
-      if (op == wire::Opcode::SendSe || op == wire::Opcode::SendSeInv) c.flags |= kWcSolicited;
-      if (op == wire::Opcode::SendInv || op == wire::Opcode::SendSeInv) {
-        // RFC 5040 §5.3 / §7.2 checks 4-5: invalidate, or Terminate "STag cannot be
-        // Invalidated" when the STag is invalid or not associated with this stream.
-        const AccessResult r =
-            cfg_.registry->invalidate_remote(rx_seg_.inval_stag, cfg_.pd, cfg_.qp_num);
-        if (r != AccessResult::Ok) {
-          rx_fail({TermLayer::Rdma, term::kRdmaRemoteProtection, term::kCannotInvalidate});
-          return;
-        }
-        c.flags |= kWcWithInv;
-        c.invalidated_stag = rx_seg_.inval_stag;
-      }
-      rx_send_active_ = false;
-      push_cqe(cfg_.recv_cq, c);
-      break;
-    }
-    case wire::Opcode::ReadRequest: {
-      const wire::ReadRequestHeader rr = wire::decode_read_request(
-          rx_hdr_.data() + wire::kUlpduLengthSize + wire::kUntaggedHeaderSize);
-      // RFC 5040 §5.2.1: a zero-size Read is not validated and gets a zero-length response.
-      if (rr.size != 0) {
-        const memory::Mapping m = cfg_.registry->check(rr.src_stag, cfg_.pd, cfg_.qp_num,
-                                                       memory::kRemoteRead, rr.src_to, rr.size);
-        if (m.result != AccessResult::Ok) {
-          rx_fail(rdmap_protection_error(m.result));
-          return;
-        }
-      }
-      ++rx_expected_msn_[wire::kQnReadRequest];
-      irq_[(irq_head_ + irq_count_) % irq_.size()] = {rr, 0, rx_seg_.msn};
-      ++irq_count_;
-      break;
-    }
-    case wire::Opcode::Terminate: {
-      ++rx_expected_msn_[wire::kQnTerminate];
-      wire::TerminateMessage t{};
-      const size_t n = std::min<size_t>(rx_payload_len_, rx_term_.size());
-      wire::decode_terminate({rx_term_.data(), n}, &t);
-      term_rcvd_ = t;
-      // RDMAP §5.4: the stream is over; everything outstanding completes in error.
-      rx_st_ = RxSt::Drain;
-      enter_error(QpEvent::TerminateReceived);
-      break;
-    }
-  }
+  if (const RxOp::Handler deliver = kRxOps[rx_opcode_ & wire::kRdmapMaskOpcode].deliver)
+    (this->*deliver)();
 }
 
+void Qp::rx_deliver_read_response() {
+  if (rtr_read_outstanding_) {
+    rtr_read_outstanding_ = false;
+    return;
+  }
+  // RFC 5040 §5.5 rule 19: a Read completes when its response is delivered, and only
+  // with all the bytes it asked for (§5.2.2: the sink MAY validate the length). A short
+  // response is the Data Source's protocol error, not a short success.
+  SqEntry& e = sq_at(orq_[orq_head_]);
+  const uint64_t placed = std::exchange(orq_placed_, 0);
+  if (placed != e.sgl.total) {
+    rx_fail(remote_op(term::kUnspecified));
+    return;
+  }
+  e.st = SqSt::Done;
+  orq_head_ = (orq_head_ + 1) % orq_.size();
+  --orq_count_;
+  complete_sq();
+}
+
+void Qp::rx_deliver_send() {
+  const auto op = static_cast<wire::Opcode>(rx_opcode_);
+  ++rx_expected_msn_[wire::kQnSend];
+  if (rx_rtr_send_) return;
+  Completion c{};
+  c.wr_id = rx_send_wr_.wr_id;
+  c.opcode = WcOpcode::Recv;
+  c.qp_num = cfg_.qp_num;
+  // RFC 5041 §5.4: the message length is MO + payload of the Last segment.
+  c.byte_len = rx_seg_.mo + static_cast<uint32_t>(rx_payload_len_);
+  if (op == wire::Opcode::SendSe || op == wire::Opcode::SendSeInv) c.flags |= kWcSolicited;
+  if (op == wire::Opcode::SendInv || op == wire::Opcode::SendSeInv) {
+    // RFC 5040 §5.3 / §7.2 checks 4-5: invalidate, or Terminate "STag cannot be
+    // Invalidated" when the STag is invalid or not associated with this stream.
+    const AccessResult r =
+        cfg_.registry->invalidate_remote(rx_seg_.inval_stag, cfg_.pd, cfg_.qp_num);
+    if (r != AccessResult::Ok) {
+      rx_fail({TermLayer::Rdma, term::kRdmaRemoteProtection, term::kCannotInvalidate});
+      return;
+    }
+    c.flags |= kWcWithInv;
+    c.invalidated_stag = rx_seg_.inval_stag;
+  }
+  rx_send_active_ = false;
+  push_cqe(cfg_.recv_cq, c);
+}
+
+void Qp::rx_deliver_read_request() {
+  const wire::ReadRequestHeader rr = wire::decode_read_request(
+      rx_hdr_.data() + wire::kUlpduLengthSize + wire::kUntaggedHeaderSize);
+  // RFC 5040 §5.2.1: a zero-size Read is not validated and gets a zero-length response.
+  if (rr.size != 0) {
+    const memory::Mapping m = cfg_.registry->check(rr.src_stag, cfg_.pd, cfg_.qp_num,
+                                                   memory::kRemoteRead, rr.src_to, rr.size);
+    if (m.result != AccessResult::Ok) {
+      rx_fail(rdmap_protection_error(m.result));
+      return;
+    }
+  }
+  ++rx_expected_msn_[wire::kQnReadRequest];
+  irq_[(irq_head_ + irq_count_) % irq_.size()] = {rr, 0, rx_seg_.msn};
+  ++irq_count_;
+}
+
+void Qp::rx_deliver_terminate() {
+  ++rx_expected_msn_[wire::kQnTerminate];
+  wire::TerminateMessage t{};
+  const size_t n = std::min<size_t>(rx_payload_len_, rx_term_.size());
+  wire::decode_terminate({rx_term_.data(), n}, &t);
+  term_rcvd_ = t;
+  // RDMAP §5.4: the stream is over; everything outstanding completes in error.
+  rx_st_ = RxSt::Drain;
+  enter_error(QpEvent::TerminateReceived);
+}
 void Qp::rx_eof() {
   const size_t mpos = rx_pos_ % wire::kMarkerInterval;
   const bool mid_marker = params_.markers_rx && mpos > 0 && mpos < wire::kMarkerSize;
