@@ -75,6 +75,23 @@ interop_setup() {
   trap 'uiw_defaults; allow_local_restore' EXIT
 }
 
+# term_build: builds uiw_term_check (providers/uiw/tests) as ./term.
+term_build() {
+  gcc -O2 -Wall -o term "$UIW_ROOT/providers/uiw/tests/uiw_term_check.c" -lrdmacm -libverbs ||
+    fail "cannot build uiw_term_check"
+}
+
+# term_pair NAME SERVER_ADDR CLIENT_ADDR PORT CLIENT_MODE [SERVER_MODE]: one uiw_term_check
+# connection (see its header for the modes); both sides must exit 0 and print PASS.
+term_pair() {
+  start_bg "$1-server" ./term server "$2" "$4" ${6:+"$6"}
+  wait_cm_listen "$4"
+  run_fg "$1-client" 90 ./term client "$3" "$2" "$4" "$5"
+  wait_bg "$1-server" 60
+  expect "$1-client" '^PASS$'
+  expect "$1-server" '^PASS$'
+}
+
 # rping_pair NAME SERVER_ADDR CLIENT_ADDR PORT COUNT SIZE: rping -V with COUNT verified
 # ping-pongs of SIZE bytes; both sides must report COUNT lines and no error.
 rping_pair() {

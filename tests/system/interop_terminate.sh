@@ -32,19 +32,13 @@
 source "$UIW_ROOT/tests/system/lib.sh"
 source "$UIW_ROOT/tests/system/interop_lib.bash"
 interop_setup
-gcc -O2 -Wall -o term "$UIW_ROOT/providers/uiw/tests/uiw_term_check.c" -lrdmacm -libverbs ||
-  fail "cannot build uiw_term_check"
+term_build
 
 port=7700
 # term_case NAME SERVER_ADDR CLIENT_ADDR MODE: one connection, one Terminate; sets TPORT.
 term_case() {
   TPORT=$((port++))
-  start_bg "$1-server" ./term server "$2" $TPORT
-  wait_cm_listen $TPORT
-  run_fg "$1-client" 90 ./term client "$3" "$2" $TPORT "$4"
-  wait_bg "$1-server" 60
-  expect "$1-client" '^PASS$'
-  expect "$1-server" '^PASS$'
+  term_pair "$1" "$2" "$3" $TPORT "$4"
 }
 # term_block PORT: the decoded Terminate(s) sent from PORT (the server side), from term.decoded
 # (the whole capture, `tshark -V`): the iWARP DDP/RDMAP part of frames with an RDMAP Terminate.

@@ -14,23 +14,16 @@
 source "$UIW_ROOT/tests/system/lib.sh"
 source "$UIW_ROOT/tests/system/interop_lib.bash"
 interop_setup
-gcc -O2 -Wall -o term "$UIW_ROOT/providers/uiw/tests/uiw_term_check.c" -lrdmacm -libverbs ||
-  fail "cannot build uiw_term_check"
+term_build
 
 port=7750
 # unmapped_case NAME CLIENT_ADDR HOW: one connection, the server's region made unwritable by HOW.
 unmapped_case() {
-  local p=$((port++))
-  start_bg "$1-server" ./term server "$UIW0_ADDR" $p "$3"
-  wait_cm_listen $p
-  run_fg "$1-client" 90 ./term client "$2" "$UIW0_ADDR" $p write-valid
-  wait_bg "$1-server" 60
+  term_pair "$1" "$UIW0_ADDR" "$2" $((port++)) write-valid "$3"
   expect "$1-server" "^ok: advertised region (unmapped|made read-only)" "$1: the server did not $3 its region"
   expect "$1-server" '^ok: receive flushed$' "$1: the server's receive was not flushed"
   expect "$1-server" '^ok: QP in ERR$' "$1: the server's QP did not reach ERR"
-  expect "$1-server" '^PASS$'
   expect "$1-client" '^ok: RDMA Read completed in error' "$1: the client's Read did not fail"
-  expect "$1-client" '^PASS$'
   log "PASS $1: server alive, QP in ERR; client: $(sed -n 's/^ok: RDMA Read completed in error //p' "$1-client.log")"
 }
 
