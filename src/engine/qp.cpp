@@ -94,7 +94,9 @@ bool Qp::resolve_sgl(const Sge* sges, uint32_t n, uint32_t access, Sgl* out) con
 
 int Qp::post_send(const SendWr& wr) {
   if (wr.num_sge > kMaxSge) return -EINVAL;
-  if (state_ == QpState::Error || state_ == QpState::Terminate) {
+  const QpState st = state_;
+  if (st == QpState::Error || st == QpState::Terminate) {
+    // The send queue was flushed on the way here: this completion is in order.
     Completion c{};
     c.wr_id = wr.wr_id;
     c.status = WcStatus::WrFlushErr;
@@ -102,9 +104,26 @@ int Qp::post_send(const SendWr& wr) {
     push_cqe(cfg_.send_cq, c);
     return 0;
   }
-  if (state_ == QpState::Closing) return -EINVAL;  // RFC 5041 §6.2.1: no new transfers
-  if (sq_tail_ - sq_head_ >= sq_.size()) return -ENOMEM;
-  SqEntry& e = sq_at(sq_tail_);
+  if (st == QpState::Closing) return -EINVAL;  // RFC 5041 §6.2.1: no new transfers
+  if (const int rc = fill_sq_entry(wr)) return rc;
+  sq_tail_.fetch_add(1);
+  return 0;
+}
+
+int Qp::post_send_concurrent(const SendWr& wr) {
+  if (wr.num_sge > kMaxSge) return -EINVAL;
+  const QpState st = state_;
+  if (st != QpState::Idle && st != QpState::Rts) return -EAGAIN;
+  if (const int rc = fill_sq_entry(wr)) return rc;
+  sq_tail_.fetch_add(1);  // publishes the entry (seq_cst, before the state is read again)
+  const QpState now = state_;
+  return now == QpState::Error || now == QpState::Terminate ? -ECANCELED : 0;
+}
+
+int Qp::fill_sq_entry(const SendWr& wr) {
+  const uint32_t tail = sq_tail_.load(std::memory_order_relaxed);  // only posters move it
+  if (tail - sq_head_.load(std::memory_order_acquire) >= sq_.size()) return -ENOMEM;
+  SqEntry& e = sq_at(tail);
   e.wr = wr;
   e.st = SqSt::Queued;
   e.status = WcStatus::Success;
@@ -131,14 +150,14 @@ int Qp::post_send(const SendWr& wr) {
   }
   // RDMAP §1.1: a message carries at most 2^32 - 1 octets.
   if (e.status == WcStatus::Success && e.sgl.total > UINT32_MAX) e.status = WcStatus::LocLenErr;
-  ++sq_tail_;
   return 0;
 }
 
 int Qp::post_recv(const RecvWr& wr) {
   if (cfg_.rq->shared()) return -EINVAL;
   if (wr.num_sge > kMaxSge) return -EINVAL;
-  if (state_ == QpState::Error) {
+  // Both states flushed the RQ on the way here, and no receive lands any more.
+  if (const QpState st = state_; st == QpState::Error || st == QpState::Terminate) {
     Completion c{};
     c.wr_id = wr.wr_id;
     c.status = WcStatus::WrFlushErr;
@@ -148,6 +167,22 @@ int Qp::post_recv(const RecvWr& wr) {
     return 0;
   }
   return cfg_.rq->post(wr);
+}
+
+int Qp::post_recv_concurrent(const RecvWr& wr) {
+  if (cfg_.rq->shared()) return -EINVAL;
+  if (wr.num_sge > kMaxSge) return -EINVAL;
+  if (const QpState st = state_; st == QpState::Error || st == QpState::Terminate) return -EAGAIN;
+  if (const int rc = cfg_.rq->post(wr)) return rc;
+  // The RQ's lock orders this post against a flush's drain of it: a drain that ran first came
+  // after the state change, and this load sees it.
+  const QpState now = state_;
+  return now == QpState::Error || now == QpState::Terminate ? -ECANCELED : 0;
+}
+
+void Qp::flush_late() {
+  const QpState st = state_;
+  if (st == QpState::Error || st == QpState::Terminate) flush_all();
 }
 
 void Qp::start(const ConnParams& params) {

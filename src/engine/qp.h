@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -67,11 +68,19 @@ class Qp {
   // In Error state the WR completes at once with WrFlushErr, as verbs require.
   int post_send(const SendWr& wr);
   int post_recv(const RecvWr& wr);  // private RQ only; -EINVAL on an SRQ-attached QP
+  // The same without the lock that serializes everything else on this Qp, so a posting thread
+  // never waits for a thread that holds it across socket I/O. Posters still come one at a time
+  // (post_send_concurrent; the RQ serializes post_recv_concurrent itself). -EAGAIN: not now
+  // (Terminate, Error, Closing: call the locked one, which decides). -ECANCELED: posted, but
+  // the Qp was flushed meanwhile and may have missed it: call flush_late() under the lock.
+  int post_send_concurrent(const SendWr& wr);
+  int post_recv_concurrent(const RecvWr& wr);
+  void flush_late();
   // Enter full operation with what connection setup negotiated.
   void start(const ConnParams& params);
   void close();  // graceful: finish queued sends, then ask the lower layer for a FIN
   void abort();  // abortive: flush everything now
-  QpState state() const { return state_; }
+  QpState state() const { return state_.load(std::memory_order_acquire); }
   // Send queue entries free now: post_send() takes at least this many more WRs.
   size_t sq_free() const { return sq_.size() - (sq_tail_ - sq_head_); }
   uint32_t qp_num() const { return cfg_.qp_num; }
@@ -177,6 +186,7 @@ class Qp {
   enum class RxSt : uint8_t { Length, Stage, Control, Header, Payload, Trailer, Drain };
 
   // qp.cpp: queues, completion, errors
+  int fill_sq_entry(const SendWr& wr);  // validates wr into the entry at sq_tail_
   bool resolve_sgl(const Sge* sges, uint32_t n, uint32_t access, Sgl* out) const;
   void complete_sq();
   void push_cqe(CompletionQueue* cq, const Completion& c);
@@ -249,12 +259,18 @@ class Qp {
 
   QpConfig cfg_;
   ConnParams params_;
-  QpState state_ = QpState::Idle;
+  // Written only under the owner's lock; read by lock-free posters. With sq_tail_ it is a
+  // store-then-load handshake on both sides (seq_cst): a poster that published an entry and then
+  // reads Rts knows the flush that follows a state change will see the entry.
+  std::atomic<QpState> state_ = QpState::Idle;
   QpStats stats_;
 
   // Send queue: [sq_head_, sq_tail_) posted, sq_tx_ the next to transmit.
   std::vector<SqEntry> sq_;
-  uint32_t sq_head_ = 0, sq_tx_ = 0, sq_tail_ = 0;
+  // sq_tail_ moves only by posting (publishes an entry), sq_head_ only by completion (frees
+  // one): a lock-free poster and the lock holder share the ring through them.
+  std::atomic<uint32_t> sq_head_ = 0, sq_tail_ = 0;
+  uint32_t sq_tx_ = 0;
   std::vector<uint32_t> orq_;  // SQ indices of Reads awaiting their response, in order
   size_t orq_head_ = 0, orq_count_ = 0;
   uint32_t next_sink_stag_;

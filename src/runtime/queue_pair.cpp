@@ -28,14 +28,25 @@ int QueuePair::attach(std::unique_ptr<transport::ByteStream> s, const engine::Co
   return progress->add(this);
 }
 
+// Posting takes mu_ only when the engine says so (a state change, rare): a pass holds mu_
+// across its socket reads and writes, and a poster must not wait for those.
 int QueuePair::post_send(const engine::SendWr& wr) {
+  std::lock_guard post(post_mu_);
+  const int rc = qp_.post_send_concurrent(wr);
+  if (rc != -EAGAIN && rc != -ECANCELED) return rc;
   std::lock_guard lock(mu_);
-  return qp_.post_send(wr);
+  if (rc == -EAGAIN) return qp_.post_send(wr);
+  qp_.flush_late();
+  return 0;
 }
 
 int QueuePair::post_recv(const engine::RecvWr& wr) {
+  const int rc = qp_.post_recv_concurrent(wr);
+  if (rc != -EAGAIN && rc != -ECANCELED) return rc;
   std::lock_guard lock(mu_);
-  return qp_.post_recv(wr);
+  if (rc == -EAGAIN) return qp_.post_recv(wr);
+  qp_.flush_late();
+  return 0;
 }
 
 bool QueuePair::progress() {

@@ -4,8 +4,10 @@
 // class, so the code the tests exercise is the code the provider ships.
 //
 // Thread safety: every method may be called from any thread. One mutex serialises the engine
-// and its connection. A thread that only wants bytes to move (a busy poller, a poster after
-// posting) uses drive(): it never waits for a pass another thread is running.
+// and its connection; a pass holds it across socket I/O. Posting does not take it (the engine's
+// lock-free posts; posters queue behind each other only), except around a state change. A
+// thread that only wants bytes to move (a busy poller, a poster after posting) uses drive(): it
+// never waits for a pass another thread is running.
 #pragma once
 
 #include <atomic>
@@ -39,12 +41,15 @@ class QueuePair {
   int attach(std::unique_ptr<transport::ByteStream> s, const engine::ConnParams& params,
              Progress* progress /* Unowned, must outlive this QueuePair */);
 
-  // The engine's post_send / post_recv (0 or -errno). The bytes move on the next pass.
+  // The engine's post_send / post_recv (0 or -errno), without waiting for a pass. The bytes
+  // move on the next pass.
   int post_send(const engine::SendWr& wr);
   int post_recv(const engine::RecvWr& wr);
-  // Calls f(engine::Qp&) under the mutex: several posts as one, or a look at engine state.
+  // Calls f(engine::Qp&) under the mutex, and after posters: several posts as one, or a look
+  // at engine state.
   template <typename F>
   auto with_engine(F&& f) {
+    std::lock_guard post(post_mu_);
     std::lock_guard lock(mu_);
     return f(qp_);
   }
@@ -75,6 +80,7 @@ class QueuePair {
  private:
   friend class Progress;
 
+  std::mutex post_mu_;  // one poster at a time (taken before mu_, never held across I/O)
   std::mutex mu_;
   engine::Qp qp_;
   std::unique_ptr<Connection> conn_;  // under mu_; set once by attach

@@ -121,8 +121,10 @@ TEST(RuntimeTest, AStreamingPeerDoesNotStallTeardownOfOtherQps) {
   p.client[0]->queue_pair().abort();  // nothing is sent from the Streamer's buffer any more
 }
 
-// Threads post, poll and query one QP while another aborts it: every WR posted is completed
-// once (success before the abort, flushed after), none is lost or doubled.
+// Threads post (sends and receives), poll and query one QP while another aborts it: every WR
+// posted is completed once (success before the abort, flushed after), none is lost or doubled.
+// Posting does not take the QP's lock (QueuePair::post_send/post_recv), so this is also the
+// race of a lock-free post against the flush of the abort.
 TEST(RuntimeTest, PostPollAndQueryRaceAnAbortWithoutLosingWorkRequests) {
   // Before the endpoints, so they outlive them: the server may still be answering Reads.
   std::vector<uint8_t> region(1 << 16), local(4096);
@@ -182,6 +184,26 @@ TEST(RuntimeTest, PostPollAndQueryRaceAnAbortWithoutLosingWorkRequests) {
   std::thread querier([&] {
     while (!stop) (void)client.state();
   });
+  // Receives nobody sends to: each one completes exactly once, flushed by the abort.
+  std::atomic<uint64_t> recv_posted{0}, recv_flushed{0};
+  std::thread recv_poster([&] {
+    engine::Completion c[32];
+    for (uint64_t n = 0; !stop; ++n) {
+      if (recv_posted - recv_flushed < 64) {
+        engine::RecvWr r;
+        r.wr_id = n;
+        r.num_sge = 1;
+        r.sg_list[0] = sge(local, lk, 0, 64);
+        if (client.post_recv(r) == 0) ++recv_posted;
+      }
+      const size_t k = client.poll_recv(c);
+      for (size_t i = 0; i < k; ++i) EXPECT_EQ(c[i].status, WcStatus::WrFlushErr);
+      recv_flushed += k;
+    }
+    const auto give_up = Clock::now() + std::chrono::seconds(10);
+    while (recv_flushed < recv_posted && Clock::now() < give_up)
+      recv_flushed += client.poll_recv(c);
+  });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   client.queue_pair().abort();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -189,6 +211,9 @@ TEST(RuntimeTest, PostPollAndQueryRaceAnAbortWithoutLosingWorkRequests) {
   for (auto& th : posters) th.join();
   posters_done = true;
   querier.join();
+  recv_poster.join();
+  EXPECT_EQ(recv_flushed.load(), recv_posted.load()) << "a receive was lost or completed twice";
+  EXPECT_GT(recv_posted.load(), 0u);
   const auto t0 = Clock::now();
   while (completed < posted && ms_since(t0) < 10000)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -163,6 +163,61 @@ TEST_F(QpCraftedTest, ReservedOpcode) {
   expect({TermLayer::Rdma, term::kRdmaRemoteOperation, term::kUnexpectedOpcode}, true);
 }
 
+// A receive posted while the Terminate is on its way out completes flushed at once: the RQ was
+// flushed when the Terminate was queued, and once it is sent the Qp is in Error without another
+// flush. Before, the receive waited in the RQ for good. Lock-free posts leave that state to the
+// locked ones.
+TEST_F(QpCraftedTest, AReceiveOrSendPostedWhileTheTerminateIsOutboundIsFlushed) {
+  feed(send_hdr(1));  // no receive posted: DDP untagged "no buffer", Terminate queued
+  ASSERT_EQ(q.qp->state(), QpState::Terminate);
+  RecvWr r;
+  r.wr_id = 77;
+  EXPECT_EQ(q.qp->post_recv_concurrent(r), -EAGAIN);
+  EXPECT_EQ(q.qp->post_recv(r), 0);
+  SendWr w;
+  w.wr_id = 78;
+  w.opcode = WrOpcode::Send;
+  EXPECT_EQ(q.qp->post_send_concurrent(w), -EAGAIN);
+  EXPECT_EQ(q.qp->post_send(w), 0);
+  expect({TermLayer::Ddp, term::kDdpUntagged, term::kDdpNoBuffer}, true);
+  const std::vector<Completion> rc = q.poll_recv();
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].wr_id, 77u);
+  EXPECT_EQ(rc[0].status, WcStatus::WrFlushErr);
+  const std::vector<Completion> sc = q.poll_send();
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].wr_id, 78u);
+  EXPECT_EQ(sc[0].status, WcStatus::WrFlushErr);
+}
+
+// Lock-free posts in full operation queue like locked ones: the Send goes out, the receive
+// takes the peer's Send.
+TEST_F(QpCraftedTest, LockFreePostsQueueLikeLockedOnes) {
+  std::vector<uint8_t> rbuf(64);
+  const memory::Stag k = q.reg_mr(rbuf, memory::kLocalWrite);
+  RecvWr r;
+  r.wr_id = 5;
+  r.num_sge = 1;
+  r.sg_list[0] = sge_of(rbuf, k);
+  ASSERT_EQ(q.qp->post_recv_concurrent(r), 0);
+  const std::array<uint8_t, 4> hello = {'h', 'e', 'y', '!'};
+  feed(send_hdr(1), hello);
+  const std::vector<Completion> rc = q.poll_recv();
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, WcStatus::Success);
+  EXPECT_EQ(rc[0].byte_len, 4u);
+  SendWr w;
+  w.wr_id = 6;
+  w.opcode = WrOpcode::Send;
+  w.flags = kSendSignaled;
+  ASSERT_EQ(q.qp->post_send_concurrent(w), 0);
+  EXPECT_EQ(sent_ulpdus().size(), 1u);
+  const std::vector<Completion> sc = q.poll_send();
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].wr_id, 6u);
+  EXPECT_EQ(sc[0].status, WcStatus::Success);
+}
+
 TEST_F(QpCraftedTest, SendWithTaggedFlag) {
   wire::SegmentHeader h;
   h.tagged = true;
