@@ -86,8 +86,7 @@ void QueuePair::abort() {
 }
 
 engine::QpState QueuePair::state() {
-  std::lock_guard lock(mu_);
-  return qp_.state();
+  return qp_.state();  // atomic in the engine: no need to wait for a pass
 }
 
 bool QueuePair::wants_write() {
