@@ -234,11 +234,15 @@ void Qp::push_cqe(CompletionQueue* cq, const Completion& c) {
 
 // RDMAP §5.5 rule 15: operations complete in submission order, so a Send behind an unfinished
 // Read waits for it. Unsignaled successes produce no completion; errors always do.
+// The entry is freed before its completion is pushed: an application that sees the completion
+// may post into the slot at once (a send queue of depth 1 relies on it), and a lock-free poster
+// does not wait for this thread.
 void Qp::complete_sq() {
   while (sq_head_ != sq_tail_ && sq_at(sq_head_).st == SqSt::Done) {
     const SqEntry& e = sq_at(sq_head_);
-    if ((e.wr.flags & kSendSignaled) || e.status != WcStatus::Success) {
-      Completion c{};
+    const bool report = (e.wr.flags & kSendSignaled) || e.status != WcStatus::Success;
+    Completion c{};
+    if (report) {
       c.wr_id = e.wr.wr_id;
       c.status = e.status;
       c.qp_num = cfg_.qp_num;
@@ -257,9 +261,9 @@ void Qp::complete_sq() {
       }
       if (c.status == WcStatus::Success && e.wr.opcode != WrOpcode::RdmaRead)
         c.byte_len = static_cast<uint32_t>(e.sgl.total);
-      push_cqe(cfg_.send_cq, c);
     }
-    ++sq_head_;
+    sq_head_.fetch_add(1, std::memory_order_release);  // e may be reused from here on
+    if (report) push_cqe(cfg_.send_cq, c);
   }
 }
 

@@ -218,6 +218,46 @@ TEST_F(QpCraftedTest, LockFreePostsQueueLikeLockedOnes) {
   EXPECT_EQ(sc[0].status, WcStatus::Success);
 }
 
+// The application may post into a send queue slot as soon as it sees the slot's completion (a
+// queue of depth 1, as perftest's latency tests use): the entry is free before the completion
+// is pushed. Checked from the CQ's notify hook, which runs right after the push.
+TEST(QpSendQueueTest, ASlotIsFreeWhenItsCompletionIsSeen) {
+  memory::Registry reg(16);
+  ReceiveQueue rq(4, false);
+  CompletionQueue rcq(16);
+  Qp* qp = nullptr;
+  std::vector<int> posted_from_hook;
+  SendWr next;
+  next.opcode = WrOpcode::Send;
+  CompletionQueue scq(16, [&] { posted_from_hook.push_back(qp->post_send_concurrent(next)); });
+  QpConfig c;
+  c.qp_num = 3;
+  c.pd = reg.alloc_pd();
+  c.sq_depth = 1;
+  c.registry = &reg;
+  c.send_cq = &scq;
+  c.recv_cq = &rcq;
+  c.rq = &rq;
+  Qp q(c);
+  qp = &q;
+  ConnParams p;
+  p.crc = false;
+  q.start(p);
+  SendWr w;
+  w.opcode = WrOpcode::Send;
+  w.flags = kSendSignaled;
+  ASSERT_EQ(q.post_send_concurrent(w), 0);
+  EXPECT_EQ(q.post_send_concurrent(w), -ENOMEM) << "depth 1: the queue is full";
+  scq.arm(false);
+  size_t n = 0;
+  for (const iovec& v : q.tx_pending()) n += v.iov_len;
+  ASSERT_GT(n, 0u);
+  q.tx_commit(n);  // TCP took the whole Send: it completes (RDMAP §5.5 rule 14)
+  ASSERT_EQ(posted_from_hook.size(), 1u);
+  EXPECT_EQ(posted_from_hook[0], 0) << "the completed Send's slot was still taken";
+  EXPECT_EQ(Side::poll(scq).size(), 1u);
+}
+
 TEST_F(QpCraftedTest, SendWithTaggedFlag) {
   wire::SegmentHeader h;
   h.tagged = true;
