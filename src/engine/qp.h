@@ -227,12 +227,14 @@ class Qp {
   void rx_deliver();
   // One row per RDMAP opcode (kRxOps, qp_rx.cpp): begin validates a segment and picks where its
   // payload goes (false: it failed, rx_fail was called); deliver completes the message once
-  // its Last segment is in (nullptr: nothing to deliver).
+  // its Last segment is in (nullptr: nothing to deliver). handled marks the rows that have
+  // handlers (a member pointer cannot be compared in a constant expression under UBSan).
   struct RxOp {
     using Begin = bool (Qp::*)();
     using Handler = void (Qp::*)();
     Begin begin = nullptr;
     Handler deliver = nullptr;
+    bool handled = false;
   };
   static const std::array<RxOp, 16> kRxOps;
   bool rx_begin_write();

@@ -336,14 +336,14 @@ void Qp::rx_process_header() {
 // wire (tagged or not, its queue, its header), and rx_process_header refuses the opcodes it marks
 // invalid before a row here is used. A new opcode is a row in both tables and its handlers.
 constexpr std::array<Qp::RxOp, 16> Qp::kRxOps = {{
-    {&Qp::rx_begin_write, nullptr},  // RFC 5040 §5.1: placed, never delivered
-    {&Qp::rx_begin_read_request, &Qp::rx_deliver_read_request},
-    {&Qp::rx_begin_read_response, &Qp::rx_deliver_read_response},
-    {&Qp::rx_begin_send, &Qp::rx_deliver_send},  // Send
-    {&Qp::rx_begin_send, &Qp::rx_deliver_send},  // Send with Invalidate
-    {&Qp::rx_begin_send, &Qp::rx_deliver_send},  // Send with Solicited Event
-    {&Qp::rx_begin_send, &Qp::rx_deliver_send},  // Send with Solicited Event and Invalidate
-    {&Qp::rx_begin_terminate, &Qp::rx_deliver_terminate},
+    {&Qp::rx_begin_write, nullptr, true},  // RFC 5040 §5.1: placed, never delivered
+    {&Qp::rx_begin_read_request, &Qp::rx_deliver_read_request, true},
+    {&Qp::rx_begin_read_response, &Qp::rx_deliver_read_response, true},
+    {&Qp::rx_begin_send, &Qp::rx_deliver_send, true},  // Send
+    {&Qp::rx_begin_send, &Qp::rx_deliver_send, true},  // Send with Invalidate
+    {&Qp::rx_begin_send, &Qp::rx_deliver_send, true},  // Send with Solicited Event
+    {&Qp::rx_begin_send, &Qp::rx_deliver_send, true},  // Send with Solicited Event and Invalidate
+    {&Qp::rx_begin_terminate, &Qp::rx_deliver_terminate, true},
 }};
 
 // Pre-placement validation and choice of the destination (RFC 5041 §7.1, RFC 5040 §7.2), by
@@ -352,7 +352,7 @@ void Qp::rx_begin_payload() {
   static_assert(
       [] {
         for (size_t op = 0; op < kRxOps.size(); ++op)
-          if (wire::kOpcodeTable[op].valid != (kRxOps[op].begin != nullptr)) return false;
+          if (wire::kOpcodeTable[op].valid != kRxOps[op].handled) return false;
         return true;
       }(),
       "every opcode wire::kOpcodeTable accepts needs a row in kRxOps, and only those");
