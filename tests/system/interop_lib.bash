@@ -235,8 +235,25 @@ wire_decode() {
   if grep -Eq '\[Malformed Packet|\[Expert Info \(Error/' "$name.decoded"; then
     grep -E '^Frame [0-9]+:|\[Malformed Packet|\[Expert Info \(Error/' "$name.decoded" |
       grep -B1 -E 'Malformed|Error/' | head -n 20
+    wire_show_bad "$name"
     fail "$name: malformed packets or expert errors (above)"
   fi
+}
+
+# wire_show_bad NAME: the first two frames of NAME.decoded with a malformed packet or an expert
+# error, whole (TCP sequence and length, what the dissectors made of it) and in hex, so a
+# failure that does not come back on a rerun can still be read.
+wire_show_bad() {
+  local frames
+  awk '/^Frame [0-9]+:/ { if (bad && n < 2) { printf "%s", blk; n++ } blk = ""; bad = 0 }
+       { blk = blk $0 "\n" }
+       /\[Malformed Packet|\[Expert Info \(Error\// { bad = 1 }
+       END { if (bad && n < 2) printf "%s", blk }' "$1.decoded" | head -n 160
+  frames=$(awk '/^Frame [0-9]+:/ { f = $2; sub(/:/, "", f) }
+                /\[Malformed Packet|\[Expert Info \(Error\// { if (!(f in seen)) { seen[f] = 1; l = l " " f } }
+                END { print l }' "$1.decoded" | awk '{ print $1, $2 }')
+  [ -n "$frames" ] && tshark -n -r "$1.pcapng" -x -Y "frame.number in {$frames}" 2>/dev/null | head -n 80
+  return 0
 }
 
 # wire_field STREAMLINE KEY: the value of KEY= in a NAME.streams line.

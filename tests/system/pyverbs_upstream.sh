@@ -44,6 +44,10 @@ while read -r id; do
     log "iWARP limit: $id: ${why#"$id"}"
   else
     log "UNEXPECTED failure: $id"
+    # Its traceback (unittest's section for it), for a failure a rerun may not show again.
+    awk -v id="($id)" 'index($0, id) && /^(FAIL|ERROR): / { p = 1 }
+                       p && /^(=+|-+)$/ && ++d > 1 { exit }
+                       p' upstream.log | head -n 40
     unexpected=$((unexpected + 1))
   fi
 done < <(sed -n 's/^\(FAIL\|ERROR\): [^ ]* (\([^)]*\)).*/\2/p' upstream.log | sort -u)
