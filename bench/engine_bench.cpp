@@ -1,9 +1,14 @@
 // uiw engine benchmark: two processes over loopback TCP. RDMA Write / Read / Send bandwidth at
-// 64 KiB and 1 MiB, 8-byte Send and Write ping-pong latency, with CRC off and on, each beside raw
-// TCP measured in the same run (stream bandwidth, ping-pong), printed with the ratio.
+// 64 KiB and 1 MiB, 8-byte Send and Write ping-pong latency, with CRC off and on. Each uiw row is
+// printed beside raw TCP measured just before it in the same run (interleaved, so a machine
+// whose speed drifts moves both), with the ratio, and with what one operation cost both
+// processes together: system calls, context switches and CPU time (bench/op_cost.h).
 //
-// Both sides busy-poll in their own thread (runtime::HostEndpoint without a progress thread),
-// which is uiw's lowest-latency mode.
+// Raw TCP comes in two variants: blocking (read() sleeps until data arrives) and busy-poll (both
+// ends spin on non-blocking recv, the lowest latency TCP offers). Latency ratios are against the
+// better of the two. uiw runs the same two ways: busy-poll (runtime::HostEndpoint without a
+// progress thread: the polling thread moves the bytes) and progress (a runtime::Progress thread
+// moves them while the application polls its CQ, as the provider runs).
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -18,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "op_cost.h"
 #include "runtime/host_endpoint.h"
 #include "transport/socket_util.h"
 #include "wire/bytes.h"
@@ -29,14 +35,32 @@ namespace {
 
 double g_seconds = 1.0;
 int g_lat_iters = 20000;
+// uiw's mode for the current rows: a Progress thread moves the bytes (true), or the thread
+// that polls does (false, busy-poll).
+bool g_progress_thread = false;
+pid_t g_client = getpid();
 
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Runs `server` in a forked child on a fresh listener and `client` here; returns client's value.
-double run_pair(const std::function<int(int listen_fd)>& server,
-                const std::function<double(uint16_t port)>& client) {
+// A client's result: its figure and how many operations (messages one way) it took.
+struct Measure {
+  double value = 0;
+  double ops = 0;
+};
+
+struct Result {
+  double value = 0;
+  bench::Cost cost;  // per operation, both processes
+};
+
+// Runs `server` in a forked child on a fresh listener and `client` here; returns the client's
+// figure with what each operation cost both processes (setup included: a few hundred system
+// calls over tens of thousands of operations).
+Result run_pair(const std::function<int(int listen_fd)>& server,
+                const std::function<Measure(uint16_t port)>& client) {
+  const bench::OpCost cost;
   uint16_t port = 0;
   const int lfd = transport::tcp_listen("127.0.0.1", 0, &port);
   if (lfd < 0) {
@@ -46,14 +70,14 @@ double run_pair(const std::function<int(int listen_fd)>& server,
   const pid_t pid = fork();
   if (pid == 0) _exit(server(lfd));
   close(lfd);
-  const double v = client(port);
+  const Measure m = client(port);
   int status = 0;
   waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::fprintf(stderr, "bench server failed (status %d)\n", status);
     exit(1);
   }
-  return v;
+  return {m.value, cost.per_op(m.ops)};
 }
 
 // ---------------------------------------------------------------- raw TCP baselines
@@ -85,7 +109,7 @@ bool write_full(int fd, const void* p, size_t n) {
   return true;
 }
 
-double tcp_bandwidth(size_t msg) {  // Gb/s
+Result tcp_bandwidth(size_t msg) {  // Gb/s
   return run_pair(
       [](int lfd) {
         const int fd = transport::tcp_accept(lfd, 10000);
@@ -111,31 +135,46 @@ double tcp_bandwidth(size_t msg) {  // Gb/s
         read_full(fd, &got, sizeof got);
         const double t = since(t0);
         close(fd);
-        return got * 8 / t / 1e9;
+        return Measure{got * 8 / t / 1e9, static_cast<double>(sent / msg)};
       });
 }
 
-double tcp_pingpong() {  // one-way latency, us
+// Non-blocking exchange of exactly n bytes, spinning while the socket has nothing: how a
+// busy-polling TCP application waits (no sleep, no wakeup, one recv per look).
+bool recv_spin(int fd, void* p, size_t n) {
+  auto* b = static_cast<uint8_t*>(p);
+  while (n) {
+    const ssize_t r = recv(fd, b, n, MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) return false;
+    if (r < 0) continue;
+    b += r;
+    n -= r;
+  }
+  return true;
+}
+
+Result tcp_pingpong(bool busy) {  // one-way latency, us
+  auto rd = busy ? recv_spin : read_full;
   return run_pair(
-      [](int lfd) {
+      [rd](int lfd) {
         const int fd = transport::tcp_accept(lfd, 10000);
         nodelay(fd);
         uint8_t b[8];
-        while (read_full(fd, b, 8)) write_full(fd, b, 8);
+        while (rd(fd, b, 8)) write_full(fd, b, 8);
         return 0;
       },
-      [](uint16_t port) {
+      [rd](uint16_t port) {
         const int fd = transport::tcp_connect("127.0.0.1", port, 10000);
         nodelay(fd);
         uint8_t b[8] = {};
         const auto t0 = Clock::now();
         for (int i = 0; i < g_lat_iters; ++i) {
           write_full(fd, b, 8);
-          read_full(fd, b, 8);
+          rd(fd, b, 8);
         }
         const double t = since(t0);
         close(fd);
-        return t / g_lat_iters / 2 * 1e6;
+        return Measure{t / g_lat_iters / 2 * 1e6, 2.0 * g_lat_iters};
       });
 }
 
@@ -157,9 +196,26 @@ engine::Sge sge_of(void* p, size_t n, memory::Stag k) {
   return {reinterpret_cast<uint64_t>(p), static_cast<uint32_t>(n), k};
 }
 
-void die(const char* what) {
-  std::fprintf(stderr, "bench: %s\n", what);
+const char* g_test = "";  // the measurement running, for error messages
+
+[[noreturn]] void die(const char* what) {
+  std::fprintf(stderr, "bench: %s (%s, %s)\n", what, g_test,
+               getpid() == g_client ? "client" : "server");
   exit(1);
+}
+
+// Says which Terminate ended the connection, and exits.
+[[noreturn]] void qp_error(runtime::HostEndpoint& ep, const char* what) {
+  ep.queue_pair().with_engine([](engine::Qp& q) {
+    for (const auto* t : {&q.terminate_sent(), &q.terminate_received()})
+      if (t->has_value())
+        std::fprintf(stderr, "bench: %s Terminate layer %u etype %u code %u\n",
+                     t == &q.terminate_sent() ? "sent" : "received",
+                     static_cast<unsigned>((*t)->cause.layer), unsigned{(*t)->cause.etype},
+                     unsigned{(*t)->cause.code});
+    return 0;
+  });
+  die(what);
 }
 
 // Waits for one completion on the send (or receive) queue, busy-polling.
@@ -171,16 +227,20 @@ int kSpins = sysconf(_SC_NPROCESSORS_ONLN) > 2 ? 2000 : 0;  // UIW_BENCH_SPINS
 Completion wait_one(runtime::HostEndpoint& ep, bool send) {
   Completion c;
   for (int idle = 0;; ++idle) {
-    if (idle > kSpins) {
+    // With a Progress thread the CQ is all the application looks at (no system call); the
+    // thread itself blocks when its sockets are idle.
+    if (idle > kSpins && ep.busy_poll()) {
       ep.wait_io(1);
       idle = 0;
     }
-    const size_t n = send ? ep.poll_send({&c, 1}) : ep.poll_recv({&c, 1});
-    if (n) {
-      if (c.status != engine::WcStatus::Success) die(engine::wc_status_name(c.status));
+    // The state is read before the poll: a Progress thread may place the last completion and
+    // then see the peer's close between the two, and that completion must still be seen.
+    const bool error = ep.state() == engine::QpState::Error;
+    if (send ? ep.poll_send({&c, 1}) : ep.poll_recv({&c, 1})) {
+      if (c.status != engine::WcStatus::Success) qp_error(ep, engine::wc_status_name(c.status));
       return c;
     }
-    if (ep.state() == engine::QpState::Error) die("qp entered error");
+    if (error) qp_error(ep, "qp entered error");
   }
 }
 
@@ -206,14 +266,14 @@ void post_send(runtime::HostEndpoint& ep, WrOpcode op, void* p, size_t n, memory
 
 // Server side of the one-sided tests: exposes a buffer, then serves until the client's "done".
 int one_sided_server(int lfd, bool crc, size_t size) {
-  runtime::HostEndpoint ep(2, false);
-  if (ep.accept(lfd, mpa(crc)) != 0) return 2;
+  runtime::HostEndpoint ep(2, g_progress_thread);
   std::vector<uint8_t> buf(size), ctl(16), done(8);
   const auto bk =
       ep.reg(buf.data(), size, memory::kLocalWrite | memory::kRemoteWrite | memory::kRemoteRead);
   const auto ck = ep.reg(ctl.data(), ctl.size(), 0);
   const auto dk = ep.reg(done.data(), done.size(), memory::kLocalWrite);
   post_recv(ep, done.data(), done.size(), dk);
+  if (ep.accept(lfd, mpa(crc)) != 0) return 2;
   wire::store_be32(ctl.data(), bk);
   wire::store_be64(ctl.data() + 4, reinterpret_cast<uint64_t>(buf.data()));
   post_send(ep, WrOpcode::Send, ctl.data(), 12, ck);
@@ -224,15 +284,20 @@ int one_sided_server(int lfd, bool crc, size_t size) {
   return 0;
 }
 
-double uiw_one_sided_bw(bool crc, size_t size, WrOpcode op) {
+bool tx_idle(runtime::HostEndpoint& ep) {
+  return ep.queue_pair().with_engine([](engine::Qp& q) { return q.tx_idle(); });
+}
+
+Result uiw_one_sided_bw(bool crc, size_t size, WrOpcode op) {
+  g_test = op == WrOpcode::RdmaRead ? "uiw_one_sided_bw read" : "uiw_one_sided_bw write";
   return run_pair([=](int lfd) { return one_sided_server(lfd, crc, size); },
                   [=](uint16_t port) {
-                    runtime::HostEndpoint ep(1, false);
-                    if (ep.connect("127.0.0.1", port, mpa(crc)) != 0) die("connect");
+                    runtime::HostEndpoint ep(1, g_progress_thread);
                     std::vector<uint8_t> buf(size, 0x3C), ctl(16);
                     const auto bk = ep.reg(buf.data(), size, memory::kLocalWrite);
                     const auto ck = ep.reg(ctl.data(), ctl.size(), memory::kLocalWrite);
                     post_recv(ep, ctl.data(), ctl.size(), ck);
+                    if (ep.connect("127.0.0.1", port, mpa(crc)) != 0) die("connect");
                     wait_one(ep, false);
                     const uint32_t rkey = wire::load_be32(ctl.data());
                     const uint64_t raddr = wire::load_be64(ctl.data() + 4);
@@ -259,7 +324,7 @@ double uiw_one_sided_bw(bool crc, size_t size, WrOpcode op) {
                     wait_one(ep, true);
                     wait_one(ep, false);  // the server saw everything
                     const double t = since(t0);
-                    return done * size * 8 / t / 1e9;
+                    return Measure{done * size * 8 / t / 1e9, static_cast<double>(done)};
                   });
 }
 
@@ -267,15 +332,16 @@ double uiw_one_sided_bw(bool crc, size_t size, WrOpcode op) {
 // them, so the client never sends into a missing receive (iWARP has no RNR retry).
 constexpr int kBatch = 32;
 
-double uiw_send_bw(bool crc, size_t size) {
+Result uiw_send_bw(bool crc, size_t size) {
+  g_test = "uiw_send_bw";
   return run_pair(
       [=](int lfd) {
-        runtime::HostEndpoint ep(2, false);
-        if (ep.accept(lfd, mpa(crc)) != 0) return 2;
+        runtime::HostEndpoint ep(2, g_progress_thread);
         std::vector<uint8_t> bufs(size * 2 * kBatch), ack(4);
         const auto k = ep.reg(bufs.data(), bufs.size(), memory::kLocalWrite);
         const auto ak = ep.reg(ack.data(), ack.size(), 0);
         for (int i = 0; i < 2 * kBatch; ++i) post_recv(ep, bufs.data() + i * size, size, k, i);
+        if (ep.accept(lfd, mpa(crc)) != 0) return 2;
         post_send(ep, WrOpcode::Send, ack.data(), 0, ak, 0, 0, false);  // "ready"
         for (int got = 0;;) {
           const Completion c = wait_one(ep, false);
@@ -288,12 +354,12 @@ double uiw_send_bw(bool crc, size_t size) {
         return 0;
       },
       [=](uint16_t port) {
-        runtime::HostEndpoint ep(1, false);
-        if (ep.connect("127.0.0.1", port, mpa(crc)) != 0) die("connect");
+        runtime::HostEndpoint ep(1, g_progress_thread);
         std::vector<uint8_t> buf(size, 0x6B), acks(4 * 64);
         const auto bk = ep.reg(buf.data(), size, 0);
         const auto ak = ep.reg(acks.data(), acks.size(), memory::kLocalWrite);
         for (int i = 0; i < 64; ++i) post_recv(ep, acks.data() + 4 * i, 4, ak);
+        if (ep.connect("127.0.0.1", port, mpa(crc)) != 0) die("connect");
         wait_one(ep, false);  // ready
         int credits = 2 * kBatch, outstanding = 0;
         uint64_t sent = 0;
@@ -332,18 +398,19 @@ double uiw_send_bw(bool crc, size_t size) {
           post_recv(ep, acks.data(), 4, ak);
         }
         const double t = since(t0);
-        return sent * size * 8 / t / 1e9;
+        return Measure{sent * size * 8 / t / 1e9, static_cast<double>(sent)};
       });
 }
 
-double uiw_send_lat(bool crc) {
+Result uiw_send_lat(bool crc) {
+  g_test = "uiw_send_lat";
   return run_pair(
       [=](int lfd) {
-        runtime::HostEndpoint ep(2, false);
-        if (ep.accept(lfd, mpa(crc)) != 0) return 2;
+        runtime::HostEndpoint ep(2, g_progress_thread);
         std::vector<uint8_t> in(8), out(8);
         const auto ik = ep.reg(in.data(), 8, memory::kLocalWrite), ok = ep.reg(out.data(), 8, 0);
         for (int i = 0; i < 16; ++i) post_recv(ep, in.data(), 8, ik);
+        if (ep.accept(lfd, mpa(crc)) != 0) return 2;
         for (int i = 0; i < g_lat_iters; ++i) {
           wait_one(ep, false);
           post_recv(ep, in.data(), 8, ik);
@@ -351,15 +418,15 @@ double uiw_send_lat(bool crc) {
           Completion c;
           ep.poll_send({&c, 1});
         }
-        while (ep.qp().tx_pending().size()) ep.progress();
+        while (!tx_idle(ep)) ep.progress();
         return 0;
       },
       [=](uint16_t port) {
-        runtime::HostEndpoint ep(1, false);
-        if (ep.connect("127.0.0.1", port, mpa(crc)) != 0) die("connect");
+        runtime::HostEndpoint ep(1, g_progress_thread);
         std::vector<uint8_t> in(8), out(8);
         const auto ik = ep.reg(in.data(), 8, memory::kLocalWrite), ok = ep.reg(out.data(), 8, 0);
         for (int i = 0; i < 16; ++i) post_recv(ep, in.data(), 8, ik);
+        if (ep.connect("127.0.0.1", port, mpa(crc)) != 0) die("connect");
         const auto t0 = Clock::now();
         for (int i = 0; i < g_lat_iters; ++i) {
           post_send(ep, WrOpcode::Send, out.data(), 8, ok, 0, 0, (i % 64) == 63);
@@ -369,19 +436,22 @@ double uiw_send_lat(bool crc) {
           ep.poll_send({&c, 1});
         }
         const double t = since(t0);
-        return t / g_lat_iters / 2 * 1e6;
+        return Measure{t / g_lat_iters / 2 * 1e6, 2.0 * g_lat_iters};
       });
 }
 
 // ib_write_lat style: each side Writes 8 bytes into the other's buffer and spins on its own
 // buffer for the peer's next value, driving progress while it spins.
-double uiw_write_lat(bool crc) {
-  auto side = [=](runtime::HostEndpoint& ep, bool client) -> double {
+Result uiw_write_lat(bool crc) {
+  g_test = "uiw_write_lat";
+  // connect: the side's connection setup, run once its receive is posted.
+  auto side = [=](runtime::HostEndpoint& ep, bool client, auto connect) -> double {
     std::vector<uint8_t> mine(8, 0), out(8, 0), ctl(16), peer(16);
     const auto mk = ep.reg(mine.data(), 8, memory::kLocalWrite | memory::kRemoteWrite);
     const auto ok = ep.reg(out.data(), 8, 0);
     const auto ck = ep.reg(ctl.data(), 16, 0), pk = ep.reg(peer.data(), 16, memory::kLocalWrite);
     post_recv(ep, peer.data(), 16, pk);
+    connect();
     wire::store_be32(ctl.data(), mk);
     wire::store_be64(ctl.data() + 4, reinterpret_cast<uint64_t>(mine.data()));
     post_send(ep, WrOpcode::Send, ctl.data(), 12, ck);
@@ -398,6 +468,7 @@ double uiw_write_lat(bool crc) {
         post_send(ep, WrOpcode::RdmaWrite, out.data(), 8, ok, rkey, raddr, (i % 64) == 0);
       }
       for (int idle = 0; *flag != v; ++idle) {
+        if (!ep.busy_poll()) continue;  // the Progress thread places the Write
         if (ep.progress()) idle = 0;
         if (idle > kSpins) {
           ep.wait_io(1);
@@ -412,20 +483,23 @@ double uiw_write_lat(bool crc) {
       ep.poll_send({&c, 1});
     }
     const double t = since(t0);
-    while (!ep.qp().tx_idle()) ep.progress();
+    while (!tx_idle(ep)) ep.progress();
     return t / g_lat_iters / 2 * 1e6;
   };
   return run_pair(
       [=](int lfd) {
-        runtime::HostEndpoint ep(2, false);
-        if (ep.accept(lfd, mpa(crc)) != 0) return 2;
-        side(ep, false);
+        runtime::HostEndpoint ep(2, g_progress_thread);
+        side(ep, false, [&] {
+          if (ep.accept(lfd, mpa(crc)) != 0) die("accept");
+        });
         return 0;
       },
       [=](uint16_t port) {
-        runtime::HostEndpoint ep(1, false);
-        if (ep.connect("127.0.0.1", port, mpa(crc)) != 0) die("connect");
-        return side(ep, true);
+        runtime::HostEndpoint ep(1, g_progress_thread);
+        const double lat = side(ep, true, [&] {
+          if (ep.connect("127.0.0.1", port, mpa(crc)) != 0) die("connect");
+        });
+        return Measure{lat, 2.0 * g_lat_iters};
       });
 }
 
@@ -455,38 +529,81 @@ void registry_costs() {
               static_cast<size_t>(sink & 1));
 }
 
-void row(const char* test, const char* size, bool crc, double uiw, double tcp, bool bw) {
-  const double ratio = bw ? uiw / tcp : uiw / tcp;
-  std::printf("%-12s %-7s %-4s %10.2f %-5s %10.2f %-5s %7.2fx\n", test, size, crc ? "on" : "off",
-              uiw, bw ? "Gb/s" : "us", tcp, bw ? "Gb/s" : "us", ratio);
+void print_cost(const bench::Cost& c) {
+  bench::print_count(c.syscalls, 6);
+  bench::print_count(c.ctx_switches, 6);
+  std::printf(" %7.2f", c.cpu_us);
+}
+
+// One line: uiw, the raw TCP baseline it is compared with, the ratio, and each one's cost per
+// operation (system calls, context switches, CPU us; both processes).
+void row(const char* test, const char* size, bool crc, const Result& uiw, const Result& tcp,
+         bool bw) {
+  std::printf("%-9s %-5s %-8s %-3s %9.2f %-4s %9.2f %-4s %6.2fx |", test, size,
+              g_progress_thread ? "progress" : "busy", crc ? "on" : "off", uiw.value,
+              bw ? "Gb/s" : "us", tcp.value, bw ? "Gb/s" : "us", uiw.value / tcp.value);
+  print_cost(uiw.cost);
+  std::printf(" |");
+  print_cost(tcp.cost);
+  std::printf("\n");
   std::fflush(stdout);
+}
+
+// The better raw TCP latency of the two variants, measured now.
+Result tcp_best_latency() {
+  const Result blocking = tcp_pingpong(false), busy = tcp_pingpong(true);
+  return busy.value < blocking.value ? busy : blocking;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main() {
   if (const char* s = getenv("UIW_BENCH_SECONDS")) g_seconds = atof(s);
   if (const char* s = getenv("UIW_BENCH_LAT_ITERS")) g_lat_iters = atoi(s);
   if (const char* s = getenv("UIW_BENCH_SPINS")) kSpins = atoi(s);
-  const std::string only = argc > 1 ? argv[1] : "";
+  const std::string modes = getenv("UIW_BENCH_MODES") ? getenv("UIW_BENCH_MODES") : "busy,progress";
   std::printf(
-      "uiw engine benchmark: two processes over loopback TCP, busy-poll, %.1f s per "
-      "bandwidth point, %d ping-pong round trips\n",
-      g_seconds, g_lat_iters);
-  std::printf("%-12s %-7s %-4s %16s %16s %8s\n", "test", "size", "crc", "uiw", "raw TCP", "ratio");
+      "uiw engine benchmark: two processes over loopback TCP, %.1f s per bandwidth point, %d "
+      "ping-pong round trips, %ld CPUs\n",
+      g_seconds, g_lat_iters, sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf(
+      "mode busy: the polling thread moves the bytes; progress: a progress thread does, the "
+      "application only polls its CQ\n"
+      "raw TCP is measured just before each row: stream bandwidth with the same message size; "
+      "latency the better of blocking read and busy-poll recv (both printed first)\n"
+      "cost per operation (one message one way), both processes: system calls, context "
+      "switches, CPU us\n");
   registry_costs();
-  const double tcp64 = tcp_bandwidth(64 << 10), tcp1m = tcp_bandwidth(1 << 20);
-  const double tcplat = tcp_pingpong();
-  for (bool crc : {false, true}) {
-    row("write bw", "64KiB", crc, uiw_one_sided_bw(crc, 64 << 10, WrOpcode::RdmaWrite), tcp64,
-        true);
-    row("write bw", "1MiB", crc, uiw_one_sided_bw(crc, 1 << 20, WrOpcode::RdmaWrite), tcp1m, true);
-    row("read bw", "64KiB", crc, uiw_one_sided_bw(crc, 64 << 10, WrOpcode::RdmaRead), tcp64, true);
-    row("read bw", "1MiB", crc, uiw_one_sided_bw(crc, 1 << 20, WrOpcode::RdmaRead), tcp1m, true);
-    row("send bw", "64KiB", crc, uiw_send_bw(crc, 64 << 10), tcp64, true);
-    row("send bw", "1MiB", crc, uiw_send_bw(crc, 1 << 20), tcp1m, true);
-    row("send lat", "8B", crc, uiw_send_lat(crc), tcplat, false);
-    row("write lat", "8B", crc, uiw_write_lat(crc), tcplat, false);
+  {
+    const Result blocking = tcp_pingpong(false), busy = tcp_pingpong(true);
+    std::printf("raw TCP 8 B one-way: blocking %.2f us (", blocking.value);
+    print_cost(blocking.cost);
+    std::printf(" ), busy-poll %.2f us (", busy.value);
+    print_cost(busy.cost);
+    std::printf(" )\n");
+  }
+  std::printf("%-9s %-5s %-8s %-3s %14s %14s %7s | %6s %6s %7s | %6s %6s %7s\n", "test", "size",
+              "mode", "crc", "uiw", "raw TCP", "ratio", "sys", "ctxsw", "cpu us", "sys", "ctxsw",
+              "cpu us");
+  for (const bool progress : {false, true}) {
+    if (modes.find(progress ? "progress" : "busy") == std::string::npos) continue;
+    g_progress_thread = progress;
+    for (bool crc : {false, true}) {
+      for (const size_t size : {size_t{64} << 10, size_t{1} << 20}) {
+        const char* sz = size == (64 << 10) ? "64KiB" : "1MiB";
+        // Baseline first, then uiw (C++ leaves the order of function arguments open).
+        Result tcp = tcp_bandwidth(size);
+        row("write bw", sz, crc, uiw_one_sided_bw(crc, size, WrOpcode::RdmaWrite), tcp, true);
+        tcp = tcp_bandwidth(size);
+        row("read bw", sz, crc, uiw_one_sided_bw(crc, size, WrOpcode::RdmaRead), tcp, true);
+        tcp = tcp_bandwidth(size);
+        row("send bw", sz, crc, uiw_send_bw(crc, size), tcp, true);
+      }
+      Result tcp = tcp_best_latency();
+      row("send lat", "8B", crc, uiw_send_lat(crc), tcp, false);
+      tcp = tcp_best_latency();
+      row("write lat", "8B", crc, uiw_write_lat(crc), tcp, false);
+    }
   }
   std::printf("ratio: uiw / raw TCP (bandwidth: higher is better; latency: lower is better)\n");
   return 0;

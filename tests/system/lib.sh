@@ -47,6 +47,7 @@ wait_bg() {
     show "$name"
     fail "$name exited $rc"
   }
+  unset "BG_PID[$name]" # reaped: a later failure's report leaves it out
   log "$name exited 0"
 }
 
@@ -60,6 +61,7 @@ run_fg() {
   if [ "$rc" != 0 ]; then
     show "$name"
     show_running_bg
+    show_exited_bg
     [ "$rc" = 124 ] && fail "$name did not finish within ${secs}s"
     fail "$name exited $rc"
   fi
@@ -83,9 +85,13 @@ wait_cm_listen() {
 # show_exited_bg: prints the log of every background job that has already ended: a server
 # that died before listening says why there.
 show_exited_bg() {
-  local name
+  local name rc
   for name in "${!BG_PID[@]}"; do
-    kill -0 "${BG_PID[$name]}" 2>/dev/null || show "$name" >&2
+    kill -0 "${BG_PID[$name]}" 2>/dev/null && continue
+    rc=0
+    wait "${BG_PID[$name]}" 2>/dev/null || rc=$?
+    echo "# $name had already ended (status $rc):" >&2
+    show "$name" >&2
   done
 }
 
