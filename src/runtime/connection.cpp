@@ -11,6 +11,17 @@ using transport::IoStatus;
 Connection::Connection(engine::Qp* qp, std::unique_ptr<transport::ByteStream> stream)
     : qp_(qp), stream_(std::move(stream)), stage_(kStageSize) {}
 
+void Connection::pick_read_size() {
+  const engine::QpStats& s = qp_->stats();
+  const uint64_t fpdus = s.rx_fpdus - mode_fpdus_;
+  if (fpdus == 0) return;  // inside one FPDU: no new evidence
+  // An SCTP stream hands out whole messages from its own buffer: there a window saves nothing.
+  large_fpdus_ =
+      qp_->params().llp == engine::Llp::Mpa && (s.rx_bytes - mode_bytes_) / fpdus >= kDirectMin;
+  mode_bytes_ = s.rx_bytes;
+  mode_fpdus_ = s.rx_fpdus;
+}
+
 bool Connection::receive() {
   bool moved = false;
   for (int round = 0; round < kRxRounds && !rx_closed_; ++round) {
@@ -18,6 +29,7 @@ bool Connection::receive() {
       const size_t n = qp_->rx_feed({stage_.data() + stage_off_, stage_len_ - stage_off_});
       stage_off_ += n;
       if (n == 0) break;  // the Qp stopped reading (not started)
+      if (stage_off_ == stage_len_) pick_read_size();
       moved = true;
       continue;
     }
@@ -25,7 +37,8 @@ bool Connection::receive() {
     if (need.len == 0) break;
     const bool direct = need.len >= kDirectMin && qp_->rx_directable();
     if (!direct) qp_->rx_cancel();  // the staged path asks again when it copies
-    iovec iov = direct ? iovec{need.dst, need.len} : iovec{stage_.data(), stage_.size()};
+    const size_t stage_want = large_fpdus_ ? kHeaderWindow : stage_.size();
+    iovec iov = direct ? iovec{need.dst, need.len} : iovec{stage_.data(), stage_want};
     const transport::IoResult r = stream_->readv(&iov, 1);
     if (direct && r.status == IoStatus::Error && r.err == EFAULT) {
       // The kernel could not write the application's page (unmapped, read-only): the bytes
@@ -51,6 +64,7 @@ bool Connection::receive() {
     moved = true;
     if (direct) {
       ++stats_.directed_reads;
+      stats_.directed_bytes += r.bytes;
       qp_->rx_commit(r.bytes);
     } else {
       ++stats_.staged_reads;
@@ -58,9 +72,12 @@ bool Connection::receive() {
       stage_len_ = r.bytes;
       // A short read drained the socket: consume it and stop, instead of paying a readv that
       // can only say EAGAIN (new data raises a new readiness edge).
-      if (r.bytes < stage_.size()) {
+      if (r.bytes < stage_want) {
         stage_off_ = qp_->rx_feed({stage_.data(), stage_len_});
-        if (stage_off_ == stage_len_) break;
+        if (stage_off_ == stage_len_) {
+          pick_read_size();
+          break;
+        }
       }
     }
   }

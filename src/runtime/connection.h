@@ -4,7 +4,11 @@
 // Receive policy: headers and small payloads are read in bulk into a staging buffer (one
 // syscall for many small FPDUs, copied out by Qp::rx_feed); once the Qp waits for a payload of
 // at least kDirectMin bytes and the staging buffer is empty, the bytes are read straight into
-// their destination (Qp::rx_need / rx_commit: the directed read, no copy).
+// their destination (Qp::rx_need / rx_commit: the directed read, no copy). While the FPDUs are
+// that large, a staged read takes only kHeaderWindow bytes (the trailer before, the headers
+// and the start of the payload), so the rest of each payload goes direct: a bulk read would
+// swallow whole FPDUs (TCP over loopback hands over 64 KiB at a time, two 32 KiB FPDUs) and
+// leave nothing to direct. Average FPDU size since the last decision picks the mode.
 //
 // Thread safety: none; the caller serialises every call with the Qp's own (runtime::QueuePair
 // holds one mutex for both). The Qp is owned by the caller and must outlive the Connection.
@@ -20,7 +24,7 @@
 namespace uiw::runtime {
 
 struct ConnectionStats {
-  uint64_t staged_reads = 0, directed_reads = 0, writes = 0, would_block = 0;
+  uint64_t staged_reads = 0, directed_reads = 0, directed_bytes = 0, writes = 0, would_block = 0;
 };
 
 class Connection {
@@ -29,6 +33,7 @@ class Connection {
   static constexpr size_t kDirectMin = 4096;
   // Reads per pass: one busy connection cannot starve the transmit side or other connections.
   static constexpr int kRxRounds = 64;
+  static constexpr size_t kHeaderWindow = 256;
 
   Connection(engine::Qp* qp /* Unowned, must outlive */,
              std::unique_ptr<transport::ByteStream> stream);
@@ -49,11 +54,14 @@ class Connection {
  private:
   bool receive();
   bool transmit();
+  void pick_read_size();  // after the staging buffer was consumed
 
   engine::Qp* const qp_;  // Unowned.
   std::unique_ptr<transport::ByteStream> stream_;
   std::vector<uint8_t> stage_;
   size_t stage_off_ = 0, stage_len_ = 0;
+  bool large_fpdus_ = false;                  // read kHeaderWindow, not the whole stage
+  uint64_t mode_bytes_ = 0, mode_fpdus_ = 0;  // the Qp's counters at the last decision
   bool rx_closed_ = false, tx_shut_ = false, blocked_ = false;
   ConnectionStats stats_;
 };

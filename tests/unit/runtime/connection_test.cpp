@@ -1,6 +1,8 @@
 // runtime::Connection at the edge of a stream that failed: the peer closed its side (EOF),
 // then a write of the rest of a partly written FPDU fails (as SCTP refuses sends once the
-// peer's SHUTDOWN arrived). The progress driver must then go idle, not retry forever.
+// peer's SHUTDOWN arrived). The progress driver must then go idle, not retry forever. And its
+// receive policy: large payloads are read straight into their destination even when the
+// stream hands over whole FPDUs at a time.
 #include "runtime/connection.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -81,6 +84,123 @@ TEST(ConnectionTest, AFailedWriteAfterThePeersEofEndsTransmitting) {
   ASSERT_EQ(sc.size(), 1u);
   EXPECT_EQ(sc[0].status, WcStatus::WrFlushErr);
 }
+
+// Reads hand out at most `chunk` bytes of `data` at a time, as TCP over loopback hands over at
+// most 64 KiB per read; writes are taken whole.
+class ChunkStream final : public ByteStream {
+ public:
+  ChunkStream(const std::vector<uint8_t>* data, size_t chunk) : data_(data), chunk_(chunk) {}
+  IoResult readv(const iovec* iov, int n) override {
+    if (off_ == data_->size()) return {IoStatus::WouldBlock, 0, 0};
+    size_t budget = std::min(chunk_, data_->size() - off_), done = 0;
+    for (int i = 0; i < n && budget > 0; ++i) {
+      const size_t k = std::min(iov[i].iov_len, budget);
+      std::memcpy(iov[i].iov_base, data_->data() + off_ + done, k);
+      done += k;
+      budget -= k;
+    }
+    off_ += done;
+    return {IoStatus::Ok, done, 0};
+  }
+  IoResult writev(const iovec* iov, int n) override {
+    size_t total = 0;
+    for (int i = 0; i < n; ++i) total += iov[i].iov_len;
+    return {IoStatus::Ok, total, 0};
+  }
+  int fd() const override { return -1; }
+  void shutdown_write() override {}
+  void abort() override {}
+  uint32_t emss() const override { return 65483; }
+
+ private:
+  const std::vector<uint8_t>* data_;
+  size_t chunk_;
+  size_t off_ = 0;
+};
+
+// Everything q has to send, appended to out.
+void drain_tx(engine::Qp& q, std::vector<uint8_t>* out) {
+  for (std::span<const iovec> iov = q.tx_pending(); !iov.empty(); iov = q.tx_pending()) {
+    size_t n = 0;
+    for (const iovec& v : iov) {
+      const auto* p = static_cast<const uint8_t*>(v.iov_base);
+      out->insert(out->end(), p, p + v.iov_len);
+      n += v.iov_len;
+    }
+    q.tx_commit(n);
+  }
+}
+
+class ConnectionPlacementTest : public ::testing::TestWithParam<bool /* crc */> {};
+
+// 32 KiB FPDUs (ULPDU 32762 + length, CRC field: loopback's FPDU) arriving 64 KiB per read,
+// so every bulk read ends exactly at an FPDU boundary: the payloads must still be read
+// straight into the target (CRC on: into the FPDU staging area, verified there), not copied
+// out of the staging buffer, and placed intact.
+TEST_P(ConnectionPlacementTest, LargeFpdusAreReadDirectly) {
+  using namespace engine;
+  test::Side a(1), b(2);
+  ConnParams p;
+  p.crc = GetParam();
+  p.mulpdu = 32762;
+  test::connect(a, b, p);
+
+  // Eight full segments per Write: ULPDU 32762 = DDP tagged header (14) + 32748 payload octets.
+  constexpr size_t kMsg = 8 * 32748, kWrites = 8;
+  std::vector<uint8_t> src(kMsg), dst(kMsg * kWrites);
+  test::fill_pattern(src, 3);
+  const memory::Stag lkey = a.reg_mr(src, 0);
+  const memory::Stag rkey = b.reg_mr(dst, memory::kRemoteWrite | memory::kLocalWrite);
+  for (size_t i = 0; i < kWrites; ++i) {
+    SendWr w;
+    w.wr_id = i;
+    w.opcode = WrOpcode::RdmaWrite;
+    w.num_sge = 1;
+    w.sg_list[0] = test::sge_of(src, lkey);
+    w.remote_stag = rkey;
+    w.remote_addr = reinterpret_cast<uint64_t>(dst.data()) + i * kMsg;
+    ASSERT_EQ(a.qp->post_send(w), 0);
+  }
+  std::vector<uint8_t> wire;
+  drain_tx(*a.qp, &wire);
+  ASSERT_EQ(wire.size() % 32768, 0u) << "the FPDUs are not the 32 KiB of loopback";
+
+  runtime::Connection c(b.qp.get(), std::make_unique<ChunkStream>(&wire, 65536));
+  for (int pass = 0; pass < 10000 && c.progress(); ++pass) {
+  }
+  ASSERT_EQ(b.qp->state(), QpState::Rts);
+  for (size_t i = 0; i < kWrites; ++i)
+    ASSERT_EQ(std::memcmp(dst.data() + i * kMsg, src.data(), kMsg), 0) << "write " << i;
+  // All but the first two FPDUs (the bulk read that showed how large they are) and each
+  // FPDU's first kHeaderWindow octets.
+  const uint64_t payload = kMsg * kWrites;
+  EXPECT_GE(c.stats().directed_bytes, payload * 9 / 10)
+      << "staged reads " << c.stats().staged_reads << ", directed " << c.stats().directed_reads;
+
+  // Small FPDUs next: back to bulk reads, many FPDUs per read (not one header window each).
+  constexpr size_t kSmall = 1000;
+  const size_t wire_before = wire.size();
+  for (size_t i = 0; i < kSmall; ++i) {
+    SendWr w;
+    w.wr_id = 100 + i;
+    w.opcode = WrOpcode::RdmaWrite;
+    w.num_sge = 1;
+    w.sg_list[0] = test::sge_of(src, lkey, 0, 64);
+    w.remote_stag = rkey;
+    w.remote_addr = reinterpret_cast<uint64_t>(dst.data()) + 64 * i;
+    ASSERT_EQ(a.qp->post_send(w), 0);
+    if (i % 200 == 199) drain_tx(*a.qp, &wire);  // the send queue holds 256
+  }
+  drain_tx(*a.qp, &wire);
+  const uint64_t staged_before = c.stats().staged_reads;
+  for (int pass = 0; pass < 10000 && c.progress(); ++pass) {
+  }
+  ASSERT_EQ(b.qp->state(), QpState::Rts);
+  EXPECT_EQ(std::memcmp(dst.data() + 64 * (kSmall - 1), src.data(), 64), 0);
+  EXPECT_LE(c.stats().staged_reads - staged_before, (wire.size() - wire_before) / 65536 + 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Crc, ConnectionPlacementTest, ::testing::Bool());
 
 }  // namespace
 }  // namespace uiw::transport
