@@ -27,6 +27,7 @@
 #include "runtime/host_endpoint.h"
 #include "transport/socket_util.h"
 #include "wire/bytes.h"
+#include "work_requests.h"
 
 using namespace uiw;
 using Clock = std::chrono::steady_clock;
@@ -192,10 +193,6 @@ using engine::RecvWr;
 using engine::SendWr;
 using engine::WrOpcode;
 
-engine::Sge sge_of(void* p, size_t n, memory::Stag k) {
-  return {reinterpret_cast<uint64_t>(p), static_cast<uint32_t>(n), k};
-}
-
 const char* g_test = "";  // the measurement running, for error messages
 
 [[noreturn]] void die(const char* what) {
@@ -245,23 +242,12 @@ Completion wait_one(runtime::HostEndpoint& ep, bool send) {
 }
 
 void post_recv(runtime::HostEndpoint& ep, void* p, size_t n, memory::Stag k, uint64_t id = 0) {
-  RecvWr r;
-  r.wr_id = id;
-  r.num_sge = 1;
-  r.sg_list[0] = sge_of(p, n, k);
-  if (ep.post_recv(r) != 0) die("post_recv");
+  if (ep.post_recv(bench::recv_wr(p, n, k, id)) != 0) die("post_recv");
 }
 
 void post_send(runtime::HostEndpoint& ep, WrOpcode op, void* p, size_t n, memory::Stag k,
                uint32_t rkey = 0, uint64_t raddr = 0, bool signaled = true) {
-  SendWr w;
-  w.opcode = op;
-  w.flags = signaled ? uint32_t{engine::kSendSignaled} : 0u;
-  w.num_sge = n ? 1 : 0;
-  w.sg_list[0] = sge_of(p, n, k);
-  w.remote_stag = rkey;
-  w.remote_addr = raddr;
-  if (ep.post_send(w) != 0) die("post_send");
+  if (ep.post_send(bench::send_wr(op, p, n, k, rkey, raddr, signaled)) != 0) die("post_send");
 }
 
 // Server side of the one-sided tests: exposes a buffer, then serves until the client's "done".

@@ -4,10 +4,10 @@
 //
 // Counted by the kernel (perf_event_open, inherit=1): system calls through the
 // raw_syscalls:sys_enter tracepoint (its id from tracefs), context switches and task-clock as
-// software events. An inherited counter adds a child's counts when the child exits, so read()
-// only after every child was reaped. Where perf events are not allowed
-// (kernel.perf_event_paranoid, no tracefs) the column reads "n/a": the CPU time still comes
-// from getrusage (RUSAGE_SELF + RUSAGE_CHILDREN).
+// software events; a read covers every thread and child, running or exited. The CPU time comes
+// from getrusage (RUSAGE_SELF + RUSAGE_CHILDREN), which counts a child once it was reaped: read
+// after waitpid. Where perf events are not allowed (kernel.perf_event_paranoid, no tracefs)
+// those columns read "n/a".
 #pragma once
 
 #include <linux/perf_event.h>
@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 
 namespace uiw::bench {
 
@@ -41,7 +42,7 @@ class OpCost {
   OpCost(const OpCost&) = delete;
   OpCost& operator=(const OpCost&) = delete;
 
-  // Everything counted since construction, divided by ops. Call after the children exited.
+  // Everything counted since construction, divided by ops. Call after the children were reaped.
   Cost per_op(double ops) const {
     Cost c;
     if (ops <= 0) return c;
