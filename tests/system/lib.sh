@@ -10,8 +10,35 @@ set -euo pipefail
 
 log() { echo "# $*"; }
 fail() {
+  if [ -n "${FAIL_HOOK:-}" ]; then
+    local hook=$FAIL_HOOK
+    FAIL_HOOK="" # once, even if the hook itself fails
+    "$hook" >&2 || true
+  fi
   echo "FAIL: $*" >&2
   exit 1
+}
+
+# kernel_cm_debug: turns on the dynamic debug messages of the connection managers of uiw.ko
+# and siw (siw_cm.c says why it refuses an MPA Reply, uiw.ko what it sent), and makes a
+# failure print them (FAIL_HOOK): evidence for a failure that does not come back on a rerun.
+kernel_cm_debug() {
+  local c=/sys/kernel/debug/dynamic_debug/control
+  [ -w $c ] || c=/proc/dynamic_debug/control
+  [ -w $c ] || return 0
+  echo 'file siw_cm.c +p' >$c 2>/dev/null || true
+  echo 'module uiw +p' >$c 2>/dev/null || true
+  KERNEL_CM_DEBUG_FROM=$(dmesg | wc -l)
+  FAIL_HOOK=kernel_cm_debug_show
+  # Off again when the test ends (the tests after it flood uiw.ko with events and connections).
+  local prev
+  prev=$(trap -p EXIT | sed "s/^trap -- '\(.*\)' EXIT\$/\1/")
+  trap "echo 'file siw_cm.c -p' >$c 2>/dev/null; echo 'module uiw -p' >$c 2>/dev/null; $prev" EXIT
+}
+kernel_cm_debug_show() {
+  echo "# uiw.ko parameters: $(grep -H . /sys/module/uiw/parameters/* 2>/dev/null | sed 's|.*/||' | tr '\n' ' ')"
+  echo "# the kernel's connection manager messages of this test (the last 60):"
+  dmesg | tail -n +"$((KERNEL_CM_DEBUG_FROM + 1))" | grep -E 'siw|uiw' | tail -n 60 | sed 's/^/  dmesg| /'
 }
 
 # show NAME: prints NAME.log (the output of start_bg or run_fg) with a prefix.
