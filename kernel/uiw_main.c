@@ -521,7 +521,13 @@ static int __init uiw_init_module(void)
 {
 	int rv;
 
-	uiw_wq = alloc_workqueue("uiw", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	/*
+	 * No WQ_MEM_RECLAIM: uiw serves no storage consumer (kernel ULPs get no objects), and
+	 * uiw_unreg_work calls ib_unregister_device(), which flushes ib_core's workqueues; they
+	 * have no rescuer, and flushing them from a reclaim workqueue is a WARN in
+	 * check_flush_dependency().
+	 */
+	uiw_wq = alloc_workqueue("uiw", WQ_UNBOUND, 0);
 	if (!uiw_wq)
 		return -ENOMEM;
 	uiw_root = root_device_register("uiw");
