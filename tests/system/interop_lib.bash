@@ -111,17 +111,99 @@ rping_pair() {
   log "PASS $name: $count x $size bytes verified ($caddr -> $saddr)"
 }
 
+# The device a process runs its QP on with perftest -R is not the one its -d names: perftest
+# resolves the server's address without binding its own first (--source_ip does not change
+# that), and rdma_cm resolves a destination that is a local address through lo, to the device
+# that owns the address. In one namespace a perftest client therefore always lands on its
+# server's device ("uiw0 to siw0" ran uiw0 <-> uiw0, and the reverse siw0 <-> siw0; seen in
+# `rdma res show qp`). rping and uiw_term_check bind their source address and do not have the
+# problem. interop_netns gives perftest a uiw and a siw device it cannot confuse: a veth pair
+# with the siw end in its own namespace.
+#   IXU_DEV (uiw, init_net, IXU_ADDR) <-> IXS_DEV (siw, namespace IX_NS, IXS_ADDR)
+# perftest_pair runs each side in its device's namespace (DEV_NETNS). Call it after
+# siw_tunable (which reloads siw.ko, and with it every siw device); both devices go with the
+# namespace when the test exits. The pair is made in init_net and one end moved, so that end
+# keeps an ifindex no init_net netdev has: perftest's server listens on the wildcard address,
+# rdma_cm then listens on every device, and siw binds such a listener to its netdev's ifindex
+# in the caller's namespace. A peer created directly in the namespace got ifindex 2 there,
+# which in init_net is uiw0's netdev, and siw's bind collided with uiw0's listener on the
+# same port (siw_create_listen: bind error -98).
+declare -gA DEV_NETNS=()
+interop_netns() {
+  IX_NS=uiwix IXU_DEV=uiwix0 IXS_DEV=siwix0 IXU_ADDR=10.97.1.1 IXS_ADDR=10.97.1.2
+  ip netns add $IX_NS
+  at_exit "ip netns del $IX_NS 2>/dev/null"
+  ip link add uiwix-u type veth peer name uiwix-s
+  ip link set uiwix-s netns $IX_NS
+  ip addr add $IXU_ADDR/24 dev uiwix-u
+  ip link set uiwix-u up
+  ip -n $IX_NS addr add $IXS_ADDR/24 dev uiwix-s
+  ip -n $IX_NS link set uiwix-s up
+  ip -n $IX_NS link set lo up
+  rdma link add $IXU_DEV type uiw netdev uiwix-u || fail "rdma link add $IXU_DEV"
+  ip netns exec $IX_NS rdma link add $IXS_DEV type siw netdev uiwix-s || fail "rdma link add $IXS_DEV"
+  DEV_NETNS[$IXS_DEV]=$IX_NS
+}
+
+# netns_of DEV: sets NETNS_EXEC to the command prefix that runs a command in DEV's namespace
+# (DEV_NETNS), or to nothing.
+netns_of() {
+  NETNS_EXEC=()
+  [ -z "${DEV_NETNS[$1]:-}" ] || NETNS_EXEC=(ip netns exec "${DEV_NETNS[$1]}")
+}
+
+# perftest_devices NAME TOOL SERVER_DEV SERVER_ADDR CLIENT_DEV CLIENT_ADDR PORT: a 3-second
+# TOOL -R (a bandwidth tool) while `rdma res show qp` is sampled: the server's process must
+# have its QP on SERVER_DEV and the client's on CLIENT_DEV (the process names tell them apart:
+# each side runs under its own name via a symlink).
+perftest_devices() {
+  local name=$1 tool=$2 sdev=$3 saddr=$4 cdev=$5 caddr=$6 port=$7 i swrap cwrap
+  netns_of "$sdev" && swrap=("${NETNS_EXEC[@]}")
+  netns_of "$cdev" && cwrap=("${NETNS_EXEC[@]}")
+  ln -sf "$(command -v "$tool")" "./srv_$tool"
+  ln -sf "$(command -v "$tool")" "./cli_$tool"
+  start_bg "$name-server" "${swrap[@]}" "./srv_$tool" -R -d "$sdev" -p "$port" -D 3 -F
+  wait_cm_listen "$port"
+  start_bg "$name-client" "${cwrap[@]}" "./cli_$tool" -R -d "$cdev" -p "$port" -D 3 -F \
+    --source_ip "$caddr" "$saddr"
+  : >"$name.qps"
+  for ((i = 0; i < 40; i++)); do
+    rdma res show qp >>"$name.qps" 2>/dev/null || true
+    sleep 0.1
+  done
+  wait_bg "$name-client" 60
+  wait_bg "$name-server" 60
+  # comm is cut to 15 characters by the kernel.
+  local s=srv_$tool c=cli_$tool
+  grep -q "comm ${s:0:15}" "$name.qps" || fail "$name: the server's QP never showed in rdma res"
+  grep -q "comm ${c:0:15}" "$name.qps" || fail "$name: the client's QP never showed in rdma res"
+  if grep "comm ${s:0:15}" "$name.qps" | grep -v "^link $sdev/" | grep -q .; then
+    sort -u "$name.qps"
+    fail "$name: the server (-d $sdev) ran a QP on another device"
+  fi
+  if grep "comm ${c:0:15}" "$name.qps" | grep -v "^link $cdev/" | grep -q .; then
+    sort -u "$name.qps"
+    fail "$name: the client (-d $cdev) ran a QP on another device"
+  fi
+  log "PASS $name: server QP on $sdev, client QP on $cdev"
+}
+
 # perftest_pair NAME TOOL SERVER_DEV SERVER_ADDR CLIENT_DEV CLIENT_ADDR PORT SIZE ITERS [ARGS]:
-# a perftest TOOL with -R between two devices; both sides must exit 0, name their device and
-# report no error; bandwidth tools must print a result line, latency tools a t_avg.
+# a perftest TOOL with -R between two devices, each side in its device's namespace; both sides
+# must exit 0 and report no error; bandwidth tools must print a result line, latency tools a
+# t_avg. (Which device each side really used: perftest_devices.)
 perftest_pair() {
   local name=$1 tool=$2 sdev=$3 saddr=$4 cdev=$5 caddr=$6 port=$7 size=$8 iters=$9 side try
+  local swrap cwrap
   shift 9
+  netns_of "$sdev" && swrap=("${NETNS_EXEC[@]}")
+  netns_of "$cdev" && cwrap=("${NETNS_EXEC[@]}")
   for try in 1 2; do
-    start_bg "$name-server" "$tool" -R -d "$sdev" -p "$port" -s "$size" -n "$iters" -F "$@"
+    start_bg "$name-server" "${swrap[@]}" "$tool" -R -d "$sdev" -p "$port" -s "$size" \
+      -n "$iters" -F "$@"
     wait_cm_listen "$port"
-    run_fg "$name-client" 300 "$tool" -R -d "$cdev" -p "$port" -s "$size" -n "$iters" -F \
-      --source_ip "$caddr" "$@" "$saddr"
+    run_fg "$name-client" 300 "${cwrap[@]}" "$tool" -R -d "$cdev" -p "$port" -s "$size" \
+      -n "$iters" -F --source_ip "$caddr" "$@" "$saddr"
     wait_bg "$name-server" 60
     perftest_clock_failed "$name-client" "$name-server" && [ $try = 1 ] || break
     log "$name: perftest's clock calibration failed (its figures read 0 or inf): once more"

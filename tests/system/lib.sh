@@ -19,6 +19,15 @@ fail() {
   exit 1
 }
 
+# at_exit CMD: runs CMD when the test exits, before what an earlier EXIT trap runs (the later
+# setup is undone first).
+at_exit() {
+  local cmd=$1
+  # `trap -p` prints the command quoted for the shell: let the shell unquote it.
+  eval "set -- $(trap -p EXIT)"
+  trap "$cmd${3:+; $3}" EXIT
+}
+
 # kernel_cm_debug: turns on the dynamic debug messages of the connection managers of uiw.ko
 # and siw (siw_cm.c says why it refuses an MPA Reply, uiw.ko what it sent), and makes a
 # failure print them (FAIL_HOOK): evidence for a failure that does not come back on a rerun.
@@ -31,9 +40,7 @@ kernel_cm_debug() {
   KERNEL_CM_DEBUG_FROM=$(dmesg | wc -l)
   FAIL_HOOK=kernel_cm_debug_show
   # Off again when the test ends (the tests after it flood uiw.ko with events and connections).
-  local prev
-  prev=$(trap -p EXIT | sed "s/^trap -- '\(.*\)' EXIT\$/\1/")
-  trap "echo 'file siw_cm.c -p' >$c 2>/dev/null; echo 'module uiw -p' >$c 2>/dev/null; $prev" EXIT
+  at_exit "echo 'file siw_cm.c -p' >$c 2>/dev/null; echo 'module uiw -p' >$c 2>/dev/null"
 }
 kernel_cm_debug_show() {
   echo "# uiw.ko parameters: $(grep -H . /sys/module/uiw/parameters/* 2>/dev/null | sed 's|.*/||' | tr '\n' ' ')"
