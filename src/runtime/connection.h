@@ -8,7 +8,8 @@
 // that large, a staged read takes only kHeaderWindow bytes (the trailer before, the headers
 // and the start of the payload), so the rest of each payload goes direct: a bulk read would
 // swallow whole FPDUs (TCP over loopback hands over 64 KiB at a time, two 32 KiB FPDUs) and
-// leave nothing to direct. Average FPDU size since the last decision picks the mode.
+// leave nothing to direct. Average FPDU size since the last decision picks the mode; with CRC
+// the payload is staged for verification anyway, so the window is not used.
 //
 // Thread safety: none; the caller serialises every call with the Qp's own (runtime::QueuePair
 // holds one mutex for both). The Qp is owned by the caller and must outlive the Connection.
