@@ -17,8 +17,8 @@
 source "$UIW_ROOT/tests/system/lib.sh"
 source "$UIW_ROOT/tests/system/interop_lib.bash"
 interop_setup
-# One CI run saw siw refuse uiw0's MPA Reply (REJECTED, -ECONNREFUSED: siw_proc_mpareply says
-# that only of a Reply with M set while the plain siw asks for no CRC) and could not say why.
+# A failure prints both connection managers' messages (a CI run of the old, single-namespace
+# form of this test failed with REJECTED / -ECONNREFUSED and left nothing that said why).
 kernel_cm_debug
 siw_tunable
 interop_netns

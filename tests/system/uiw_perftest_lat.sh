@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # needs: uiw
 # timeout: 600
-# perftest over uiw with rdma_cm (-R), server on uiw0, client on uiw1 (--source_ip):
+# perftest over uiw with rdma_cm (-R), server on uiw0, client started with -d uiw1 (its QP
+# lands on uiw0 too: perftest does not bind its source address, see interop_lib.bash):
 # ib_write_lat (the server's progress thread places each Write; the application spins on
 # memory), ib_read_lat (Read Responses answered by the progress thread), ib_send_lat; then
 # ib_write_lat -a (every size from 2 B to 8 MiB) and ib_send_bw -q 4 (four QPs, four
@@ -9,6 +10,10 @@
 source "$UIW_ROOT/tests/system/lib.sh"
 source "$UIW_ROOT/providers/uiw/tests/allow_local_sources.sh"
 allow_local_sources
+# A CI run once failed with the client's connection REJECTED (-ECONNREFUSED: an MPA Reject or a
+# refused TCP connect from uiw.ko) in perftest between two uiw QPs on uiw0, as here (then
+# inside interop_siw_perftest), and left nothing that said why.
+kernel_cm_debug
 
 port=18530
 
