@@ -164,6 +164,7 @@ perftest_devices() {
   ln -sf "$(command -v "$tool")" "./cli_$tool"
   start_bg "$name-server" "${swrap[@]}" "./srv_$tool" -R -d "$sdev" -p "$port" -D 3 -F
   wait_cm_listen "$port"
+  wait_dev_listen "$sdev" "$port" "${DEV_NETNS[$sdev]:-}"
   start_bg "$name-client" "${cwrap[@]}" "./cli_$tool" -R -d "$cdev" -p "$port" -D 3 -F \
     --source_ip "$caddr" "$saddr"
   : >"$name.qps"
@@ -202,6 +203,7 @@ perftest_pair() {
     start_bg "$name-server" "${swrap[@]}" "$tool" -R -d "$sdev" -p "$port" -s "$size" \
       -n "$iters" -F "$@"
     wait_cm_listen "$port"
+    wait_dev_listen "$sdev" "$port" "${DEV_NETNS[$sdev]:-}"
     run_fg "$name-client" 300 "${cwrap[@]}" "$tool" -R -d "$cdev" -p "$port" -s "$size" \
       -n "$iters" -F --source_ip "$caddr" "$@" "$saddr"
     wait_bg "$name-server" 60

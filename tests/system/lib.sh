@@ -116,6 +116,27 @@ wait_cm_listen() {
   fail "no rdma_cm listener on port $port after ${secs}s"
 }
 
+# wait_dev_listen DEV PORT [NETNS]: waits until RDMA device DEV's own TCP listener on PORT is
+# there (in NETNS, where DEV's netdev lives). wait_cm_listen is not enough before connecting
+# to DEV: rdma_listen() marks the id LISTEN first and then has every device's provider
+# listen (cma_listen_on_all), and a connection in between is refused (the client's rdma_cm
+# reports REJECTED, -ECONNREFUSED). uiw and siw bind a wildcard listener to their netdev, so
+# ss shows it as ADDR%NETDEV:PORT.
+wait_dev_listen() {
+  local dev=$1 port=$2 ns=${3:-} nd i
+  local run_in=()
+  [ -z "$ns" ] || run_in=(ip netns exec "$ns")
+  nd=$("${run_in[@]}" rdma link show "$dev/1" 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
+  [ -n "$nd" ] || fail "wait_dev_listen: no netdev for $dev"
+  for ((i = 0; i < 150; i++)); do
+    "${run_in[@]}" ss -Hltn "sport = :$port" | grep -q "%$nd:$port " && return 0
+    sleep 0.2
+  done
+  "${run_in[@]}" ss -Hltn "sport = :$port" >&2 || true
+  show_exited_bg
+  fail "$dev ($nd) does not listen on TCP port $port"
+}
+
 # show_exited_bg: prints the log of every background job that has already ended: a server
 # that died before listening says why there.
 show_exited_bg() {

@@ -12,6 +12,7 @@ for tool in ib_write_bw ib_read_bw ib_send_bw; do
   args=(-R -d "$UIW0_DEV" -p $port -s 65536 -n 500)
   start_bg "$tool-server" "$tool" "${args[@]}"
   wait_cm_listen $port
+  wait_dev_listen "$UIW0_DEV" $port
   run_fg "$tool-client" 120 "$tool" "${args[@]}" "$UIW0_ADDR"
   wait_bg "$tool-server" 30
   for side in client server; do

@@ -26,6 +26,7 @@ pair() {
   for try in 1 2; do
     start_bg "$name-server" "$tool" -R -d "$UIW0_DEV" -p $port "$@"
     wait_cm_listen $port
+    wait_dev_listen "$UIW0_DEV" $port
     local rc=0
     timeout -k 5 300 "$tool" -R -d "$UIW1_DEV" -p $port --source_ip "$UIW1_ADDR" "$@" \
       "$UIW0_ADDR" >"$name-client.log" 2>&1 || rc=$?
