@@ -122,24 +122,15 @@ rping_pair() {
 #   IXU_DEV (uiw, init_net, IXU_ADDR) <-> IXS_DEV (siw, namespace IX_NS, IXS_ADDR)
 # perftest_pair runs each side in its device's namespace (DEV_NETNS). Call it after
 # siw_tunable (which reloads siw.ko, and with it every siw device); both devices go with the
-# namespace when the test exits. The pair is made in init_net and one end moved, so that end
-# keeps an ifindex no init_net netdev has: perftest's server listens on the wildcard address,
-# rdma_cm then listens on every device, and siw binds such a listener to its netdev's ifindex
-# in the caller's namespace. A peer created directly in the namespace got ifindex 2 there,
-# which in init_net is uiw0's netdev, and siw's bind collided with uiw0's listener on the
-# same port (siw_create_listen: bind error -98).
+# namespace when the test exits. perftest's server listens on the wildcard address, so
+# rdma_cm listens on every device; netns_veth keeps siw's listener (bound to its netdev's
+# ifindex in the caller's namespace) off uiw0's ifindex (else siw_create_listen: bind -98).
 declare -gA DEV_NETNS=()
 interop_netns() {
   IX_NS=uiwix IXU_DEV=uiwix0 IXS_DEV=siwix0 IXU_ADDR=10.97.1.1 IXS_ADDR=10.97.1.2
   ip netns add $IX_NS
   at_exit "ip netns del $IX_NS 2>/dev/null"
-  ip link add uiwix-u type veth peer name uiwix-s
-  ip link set uiwix-s netns $IX_NS
-  ip addr add $IXU_ADDR/24 dev uiwix-u
-  ip link set uiwix-u up
-  ip -n $IX_NS addr add $IXS_ADDR/24 dev uiwix-s
-  ip -n $IX_NS link set uiwix-s up
-  ip -n $IX_NS link set lo up
+  netns_veth $IX_NS uiwix-u $IXU_ADDR/24 uiwix-s $IXS_ADDR/24
   rdma link add $IXU_DEV type uiw netdev uiwix-u || fail "rdma link add $IXU_DEV"
   ip netns exec $IX_NS rdma link add $IXS_DEV type siw netdev uiwix-s || fail "rdma link add $IXS_DEV"
   DEV_NETNS[$IXS_DEV]=$IX_NS

@@ -137,6 +137,22 @@ wait_dev_listen() {
   fail "$dev ($nd) does not listen on TCP port $port"
 }
 
+# netns_veth NS LOCAL LOCAL_CIDR PEER PEER_CIDR: a veth pair, LOCAL in init_net and PEER in
+# the existing namespace NS, both up with their addresses (and NS's lo up). The pair is made
+# here and PEER moved, so PEER keeps an ifindex that no init_net netdev has: siw binds a
+# wildcard listener to its netdev's ifindex in the caller's namespace, and a peer created in
+# NS directly got ifindex 2 there, which in init_net is another device's netdev.
+netns_veth() {
+  local ns=$1 a=$2 a_cidr=$3 b=$4 b_cidr=$5
+  ip link add "$a" type veth peer name "$b"
+  ip link set "$b" netns "$ns"
+  ip addr add "$a_cidr" dev "$a"
+  ip link set "$a" up
+  ip -n "$ns" addr add "$b_cidr" dev "$b"
+  ip -n "$ns" link set "$b" up
+  ip -n "$ns" link set lo up
+}
+
 # show_exited_bg: prints the log of every background job that has already ended: a server
 # that died before listening says why there.
 show_exited_bg() {

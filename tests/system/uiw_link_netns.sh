@@ -13,12 +13,7 @@ ns=uiwtns
 cleanup() { ip netns del $ns 2>/dev/null || true; }
 trap cleanup EXIT
 ip netns add $ns
-ip link add uiwn-a type veth peer name uiwn-b netns $ns
-ip addr add 10.98.0.1/24 dev uiwn-a
-ip link set uiwn-a up
-ip -n $ns addr add 10.98.0.2/24 dev uiwn-b
-ip -n $ns link set uiwn-b up
-ip -n $ns link set lo up
+netns_veth $ns uiwn-a 10.98.0.1/24 uiwn-b 10.98.0.2/24
 rdma link add uiwna type uiw netdev uiwn-a
 ip netns exec $ns rdma link add uiwnb type uiw netdev uiwn-b
 [ -d /sys/class/infiniband/uiwnb ] || fail "no device on the namespace's netdev"

@@ -16,11 +16,7 @@ trap cleanup EXIT
 for i in 1 2 3 4 5 6; do
   ns=uiwun$i
   ip netns add $ns
-  ip link add uiwun-a type veth peer name uiwun-b netns $ns
-  ip addr add 10.97.0.1/24 dev uiwun-a
-  ip link set uiwun-a up
-  ip -n $ns addr add 10.97.0.2/24 dev uiwun-b
-  ip -n $ns link set uiwun-b up
+  netns_veth $ns uiwun-a 10.97.0.1/24 uiwun-b 10.97.0.2/24
   rdma link add uiwun0 type uiw netdev uiwun-a
   ip netns exec $ns rdma link add siwun0 type siw netdev uiwun-b
   sleep 1 # the port and GID events of both devices
