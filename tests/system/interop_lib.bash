@@ -309,8 +309,10 @@ wire_decode() {
   [ -s "$name.streams" ] || fail "$name: no TCP stream decoded"
   if grep -Eq '\[Malformed Packet|\[Expert Info \(Error/' "$name.decoded"; then
     grep -E '^Frame [0-9]+:|\[Malformed Packet|\[Expert Info \(Error/' "$name.decoded" |
-      grep -B1 -E 'Malformed|Error/' | head -n 20
-    wire_show_bad "$name"
+      grep -B1 -E 'Malformed|Error/' | head -n 20 || true
+    echo "# the capture's TCP streams (port: the first frame's destination):"
+    sed 's/ ops=.*//' "$name.streams"
+    wire_show_bad "$name" || true
     fail "$name: malformed packets or expert errors (above)"
   fi
 }
@@ -323,12 +325,13 @@ wire_show_bad() {
   awk '/^Frame [0-9]+:/ { if (bad && n < 2) { printf "%s", blk; n++ } blk = ""; bad = 0 }
        { blk = blk $0 "\n" }
        /\[Malformed Packet|\[Expert Info \(Error\// { bad = 1 }
-       END { if (bad && n < 2) printf "%s", blk }' "$1.decoded" | head -n 160
+       END { if (bad && n < 2) printf "%s", blk }' "$1.decoded" | head -n 160 || true
   frames=$(awk '/^Frame [0-9]+:/ { f = $2; sub(/:/, "", f) }
                 /\[Malformed Packet|\[Expert Info \(Error\// { if (!(f in seen)) { seen[f] = 1; l = l " " f } }
                 END { print l }' "$1.decoded" | awk '{ print $1, $2 }')
-  [ -n "$frames" ] && tshark -n -r "$1.pcapng" -x -Y "frame.number in {$frames}" 2>/dev/null | head -n 80
-  return 0
+  if [ -n "$frames" ]; then
+    tshark -n -r "$1.pcapng" -x -Y "frame.number in {$frames}" 2>/dev/null | head -n 80 || true
+  fi
 }
 
 # wire_field STREAMLINE KEY: the value of KEY= in a NAME.streams line.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # needs: uiw
 # timeout: 900
+# quarantine: two CI runs before 2026-11-25 and one of two clean-clone runs on that day failed with two malformed 72-byte MPA frames, both ways of a connect-on-RTR stream (port 747, Seq 1) that came after every session of the test and that the dissector decoded as FPDUs; cause not found (a reused 4-tuple, or a late RTR connect). Run it with UIW_SYSTEM_ALL=1 or by name.
 # Wire validation of uiw <-> uiw with Wireshark's iWARP dissectors (MPA, DDP/RDMAP). One dumpcap
 # capture on lo (both addresses are local, so the kernel routes the connections over lo) holds
 # every session, from before the first connection; one `tshark -V` pass decodes it
