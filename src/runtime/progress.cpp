@@ -105,7 +105,7 @@ void Progress::run() {
         queue_locked(evs[i].data.u64);
       }
     }
-    // One pass for each QP ready now; those cut short queue up again behind the rest.
+    // One pass for each QP ready now; those that moved bytes queue up again behind the rest.
     for (size_t k = ready_.size(); k > 0 && !stop_; --k) {
       const uint64_t id = ready_.front();
       ready_.pop_front();
@@ -115,11 +115,11 @@ void Progress::run() {
       QueuePair* q = it->second.qp;
       running_ = id;
       lock.unlock();
-      const bool more = q->pass();
+      const bool moved = q->progress();
       lock.lock();
       running_ = 0;
       pass_done_.notify_all();
-      if (more) queue_locked(id);
+      if (moved) queue_locked(id);
     }
   }
 }

@@ -2,10 +2,8 @@
 // Reads are answered and one-sided Writes placed with no help from the application. It is
 // driven by readiness: a pass touches only the QueuePairs whose socket epoll reported
 // (edge-triggered) or that were kicked after posting, each for one bounded pass
-// (Connection::progress) in turn; one whose pass was cut short (its read budget spent) goes
-// to the back of the queue for another, since no new edge will announce what it left. A pass
-// that drained its socket is not run again until an edge or a kick asks: the extra pass would
-// cost an epoll_wait and a read that can only say EAGAIN. Idle connections cost nothing.
+// (Connection::progress) in turn; one that moved bytes goes to the back of the queue for
+// another, since no new edge will announce what it left. Idle connections cost nothing.
 #pragma once
 
 #include <atomic>

@@ -54,13 +54,6 @@ bool QueuePair::progress() {
   return conn_ && conn_->progress();
 }
 
-bool QueuePair::pass() {
-  std::lock_guard lock(mu_);
-  if (!conn_) return false;
-  conn_->progress();
-  return conn_->cut_short();
-}
-
 bool QueuePair::drive(bool posted) {
   if (link() != Link::Up) return false;
   std::unique_lock lock(mu_, std::try_to_lock);

@@ -56,8 +56,6 @@ class QueuePair {
 
   // One pass (Connection::progress): true if bytes moved. Waits for a pass another thread runs.
   bool progress();
-  // Progress's pass: true if it was cut short and must be run again (Connection::cut_short).
-  bool pass();
   // A pass in this thread unless another thread holds the QP: then that thread's pass moves
   // the bytes. After posting (posted), the holder may be past its transmit step, so the
   // Progress thread's doorbell is rung for one more pass; a poller needs none (what arrives
