@@ -125,7 +125,6 @@ rping_pair() {
 # namespace when the test exits. perftest's server listens on the wildcard address, so
 # rdma_cm listens on every device; netns_veth keeps siw's listener (bound to its netdev's
 # ifindex in the caller's namespace) off uiw0's ifindex (else siw_create_listen: bind -98).
-declare -gA DEV_NETNS=()
 interop_netns() {
   IX_NS=uiwix IXU_DEV=uiwix0 IXS_DEV=siwix0 IXU_ADDR=10.97.1.1 IXS_ADDR=10.97.1.2
   ip netns add $IX_NS
@@ -134,13 +133,6 @@ interop_netns() {
   rdma link add $IXU_DEV type uiw netdev uiwix-u || fail "rdma link add $IXU_DEV"
   ip netns exec $IX_NS rdma link add $IXS_DEV type siw netdev uiwix-s || fail "rdma link add $IXS_DEV"
   DEV_NETNS[$IXS_DEV]=$IX_NS
-}
-
-# netns_of DEV: sets NETNS_EXEC to the command prefix that runs a command in DEV's namespace
-# (DEV_NETNS), or to nothing.
-netns_of() {
-  NETNS_EXEC=()
-  [ -z "${DEV_NETNS[$1]:-}" ] || NETNS_EXEC=(ip netns exec "${DEV_NETNS[$1]}")
 }
 
 # perftest_devices NAME TOOL SERVER_DEV SERVER_ADDR CLIENT_DEV CLIENT_ADDR PORT: a 3-second
@@ -155,7 +147,7 @@ perftest_devices() {
   ln -sf "$(command -v "$tool")" "./cli_$tool"
   start_bg "$name-server" "${swrap[@]}" "./srv_$tool" -R -d "$sdev" -p "$port" -D 3 -F
   wait_cm_listen "$port"
-  wait_dev_listen "$sdev" "$port" "${DEV_NETNS[$sdev]:-}"
+  wait_dev_listen "$sdev" "$port"
   start_bg "$name-client" "${cwrap[@]}" "./cli_$tool" -R -d "$cdev" -p "$port" -D 3 -F \
     --source_ip "$caddr" "$saddr"
   : >"$name.qps"
@@ -165,18 +157,17 @@ perftest_devices() {
   done
   wait_bg "$name-client" 60
   wait_bg "$name-server" 60
-  # comm is cut to 15 characters by the kernel.
-  local s=srv_$tool c=cli_$tool
-  grep -q "comm ${s:0:15}" "$name.qps" || fail "$name: the server's QP never showed in rdma res"
-  grep -q "comm ${c:0:15}" "$name.qps" || fail "$name: the client's QP never showed in rdma res"
-  if grep "comm ${s:0:15}" "$name.qps" | grep -v "^link $sdev/" | grep -q .; then
-    sort -u "$name.qps"
-    fail "$name: the server (-d $sdev) ran a QP on another device"
-  fi
-  if grep "comm ${c:0:15}" "$name.qps" | grep -v "^link $cdev/" | grep -q .; then
-    sort -u "$name.qps"
-    fail "$name: the client (-d $cdev) ran a QP on another device"
-  fi
+  local side comm dev
+  for side in server:srv:$sdev client:cli:$cdev; do
+    IFS=: read -r side comm dev <<<"$side"
+    comm=${comm}_$tool
+    comm=${comm:0:15} # the kernel cuts comm to 15 characters
+    grep -q "comm $comm" "$name.qps" || fail "$name: the $side's QP never showed in rdma res"
+    if grep "comm $comm" "$name.qps" | grep -v "^link $dev/" | grep -q .; then
+      sort -u "$name.qps"
+      fail "$name: the $side (-d $dev) ran a QP on another device"
+    fi
+  done
   log "PASS $name: server QP on $sdev, client QP on $cdev"
 }
 
@@ -194,7 +185,7 @@ perftest_pair() {
     start_bg "$name-server" "${swrap[@]}" "$tool" -R -d "$sdev" -p "$port" -s "$size" \
       -n "$iters" -F "$@"
     wait_cm_listen "$port"
-    wait_dev_listen "$sdev" "$port" "${DEV_NETNS[$sdev]:-}"
+    wait_dev_listen "$sdev" "$port"
     run_fg "$name-client" 300 "${cwrap[@]}" "$tool" -R -d "$cdev" -p "$port" -s "$size" \
       -n "$iters" -F --source_ip "$caddr" "$@" "$saddr"
     wait_bg "$name-server" 60

@@ -116,16 +116,24 @@ wait_cm_listen() {
   fail "no rdma_cm listener on port $port after ${secs}s"
 }
 
-# wait_dev_listen DEV PORT [NETNS]: waits until RDMA device DEV's own TCP listener on PORT is
-# there (in NETNS, where DEV's netdev lives). wait_cm_listen is not enough before connecting
+# DEV_NETNS: the network namespace of a device whose netdev is not in init_net (set by the
+# tests that make one, e.g. interop_netns). netns_of DEV: sets NETNS_EXEC to the command prefix
+# that runs a command in DEV's namespace, or to nothing.
+declare -gA DEV_NETNS=()
+netns_of() {
+  NETNS_EXEC=()
+  [ -z "${DEV_NETNS[$1]:-}" ] || NETNS_EXEC=(ip netns exec "${DEV_NETNS[$1]}")
+}
+
+# wait_dev_listen DEV PORT: waits until RDMA device DEV's own TCP listener on PORT is there
+# (in the namespace of DEV's netdev). wait_cm_listen is not enough before connecting
 # to DEV: rdma_listen() marks the id LISTEN first and then has every device's provider
 # listen (cma_listen_on_all), and a connection in between is refused (the client's rdma_cm
 # reports REJECTED, -ECONNREFUSED). uiw and siw bind a wildcard listener to their netdev, so
 # ss shows it as ADDR%NETDEV:PORT.
 wait_dev_listen() {
-  local dev=$1 port=$2 ns=${3:-} nd i
-  local run_in=()
-  [ -z "$ns" ] || run_in=(ip netns exec "$ns")
+  local dev=$1 port=$2 nd i run_in
+  netns_of "$dev" && run_in=("${NETNS_EXEC[@]}")
   nd=$("${run_in[@]}" rdma link show "$dev/1" 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
   [ -n "$nd" ] || fail "wait_dev_listen: no netdev for $dev"
   for ((i = 0; i < 150; i++)); do
