@@ -46,6 +46,8 @@ kernel_cm_debug_show() {
   echo "# uiw.ko parameters: $(grep -H . /sys/module/uiw/parameters/* 2>/dev/null | sed 's|.*/||' | tr '\n' ' ')"
   echo "# the kernel's connection manager messages of this test (the last 60):"
   dmesg | tail -n +"$((KERNEL_CM_DEBUG_FROM + 1))" | grep -E 'siw|uiw' | tail -n 60 | sed 's/^/  dmesg| /'
+  echo "# TCP connections now (a connection one side holds open after the other ended shows here):"
+  ss -tanpo 2>&1 | sed 's/^/  ss| /'
 }
 
 # show NAME: prints NAME.log (the output of start_bg or run_fg) with a prefix.

@@ -14,6 +14,7 @@
 source "$UIW_ROOT/tests/system/lib.sh"
 source "$UIW_ROOT/tests/system/interop_lib.bash"
 interop_setup
+kernel_cm_debug
 term_build
 
 port=7750
