@@ -26,8 +26,11 @@ extern "C" {
 /* 2: UIW_METHOD_CQ_SIGNAL needs an arm (IB_USER_VERBS_CMD_REQ_NOTIFY_CQ); events are gated. */
 #define UIW_ABI_VERSION 2
 
-/* Device name prefix the provider matches ("uiw0", "uiw1", ...). */
-#define UIW_DEVICE_NAME_PREFIX "uiw"
+/*
+ * Contents of a uiw device's sysfs attribute hca_type (/sys/class/infiniband/<dev>/hca_type):
+ * the provider claims devices by it, so a device may have any name ("rdma link add NAME").
+ */
+#define UIW_HCA_TYPE "uiw"
 
 /*
  * Port GID table layout (port 1). Entries 0 .. UIW_GID_TBL_LEN - 2 hold the netdev's IP

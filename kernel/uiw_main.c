@@ -355,8 +355,29 @@ static void uiw_dealloc_driver(struct ib_device *ibdev)
 		wake_up_all(&uiw_dev_gone_wq);
 }
 
+/*
+ * hca_type names the driver behind a device whatever the admin named the device: the provider
+ * claims a device by it (uiw has no rdma_driver_id of its own to match on, being out of tree).
+ */
+static ssize_t hca_type_show(struct device *device, struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%s\n", UIW_HCA_TYPE);
+}
+static DEVICE_ATTR_RO(hca_type);
+
+static struct attribute *uiw_dev_attrs[] = {
+	&dev_attr_hca_type.attr,
+	&dev_attr_llp.attr,
+	NULL,
+};
+
+static const struct attribute_group uiw_dev_attr_group = {
+	.attrs = uiw_dev_attrs,
+};
+
 static const struct ib_device_ops uiw_main_ops = {
 	.dealloc_driver = uiw_dealloc_driver,
+	.device_group = &uiw_dev_attr_group,
 };
 
 static bool uiw_netdev_qualified(const struct net_device *netdev)
@@ -430,7 +451,6 @@ static struct uiw_dev *uiw_dev_alloc(struct net_device *netdev)
 
 	ib_set_device_ops(ibdev, &uiw_device_ops);
 	ib_set_device_ops(ibdev, &uiw_main_ops);
-	ib_set_device_ops(ibdev, &uiw_sctp_dev_ops);	/* sysfs `llp` */
 	/* The provider arms CQs here (uiw_req_notify_cq): not in the core's default set. */
 	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
 

@@ -43,20 +43,7 @@ static ssize_t llp_store(struct device *device, struct device_attribute *attr,
 		return -EINVAL;
 	return count;
 }
-static DEVICE_ATTR_RW(llp);
-
-static struct attribute *uiw_sctp_attrs[] = {
-	&dev_attr_llp.attr,
-	NULL,
-};
-
-static const struct attribute_group uiw_sctp_attr_group = {
-	.attrs = uiw_sctp_attrs,
-};
-
-const struct ib_device_ops uiw_sctp_dev_ops = {
-	.device_group = &uiw_sctp_attr_group,
-};
+DEVICE_ATTR_RW(llp);
 
 int uiw_llp_protocol(struct uiw_dev *udev)
 {

@@ -21,7 +21,7 @@
 
 #include "uiw-setup.h"
 
-struct ib_device_ops;
+struct device_attribute;
 struct socket;
 struct sockaddr_storage;
 struct uiw_cep;
@@ -31,8 +31,8 @@ struct uiw_mpa_v2;
 
 #define UIW_SCTP_ADAPTATION_DDP 1	/* RFC 5043 §5.1 */
 
-/* Device ops that add the `llp` sysfs attribute (tcp|sctp, default tcp). */
-extern const struct ib_device_ops uiw_sctp_dev_ops;
+/* sysfs /sys/class/infiniband/<dev>/llp: tcp|sctp (default tcp), read and set by the admin. */
+extern struct device_attribute dev_attr_llp;
 
 /* IPPROTO_SCTP if the device runs new connections over SCTP, else IPPROTO_TCP. */
 int uiw_llp_protocol(struct uiw_dev *udev);

@@ -1,6 +1,7 @@
 // libuiw control path: device matching, contexts, and the PD / MR / CQ / SRQ / QP verbs. Each
 // object is created in the kernel first (ibv_cmd_*: uiw.ko hands out handles, QPNs and STags),
 // then its engine half is built; destruction runs the other way round.
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -52,10 +53,26 @@ Obj* create_object(Kernel&& kernel, Local&& local, Undo&& undo) noexcept {
 
 // ---- device and context
 
-// The kernel side speaks uiw UAPI `abi_ver` (sysfs abi_version); refuse any other with a message
-// that says what to do, rather than libibverbs' generic range warning.
+// True if the kernel driver behind the device is uiw.ko: its sysfs hca_type says so whatever the
+// device is named. (uiw.ko is out of tree, so there is no rdma_driver_id to match.)
+bool driven_by_uiw(const verbs_sysfs_dev* sdev) noexcept {
+  char path[sizeof(sdev->ibdev_path) + 16];
+  if (std::snprintf(path, sizeof(path), "%s/hca_type", sdev->ibdev_path) >= int(sizeof(path)))
+    return false;
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char value[16] = {};
+  ssize_t n = ::read(fd, value, sizeof(value) - 1);
+  ::close(fd);
+  constexpr std::size_t kLen = sizeof(UIW_HCA_TYPE) - 1;
+  return n == ssize_t(kLen + 1) && std::memcmp(value, UIW_HCA_TYPE "\n", kLen + 1) == 0;
+}
+
+// libibverbs calls this for every device, table match or not. The kernel side speaks uiw UAPI
+// `abi_ver` (sysfs abi_version); refuse any other with a message that says what to do, rather
+// than libibverbs' generic range warning.
 bool match_device(verbs_sysfs_dev* sdev) noexcept {
-  if (!sdev->match) return false;  // not a uiw device (name table)
+  if (!driven_by_uiw(sdev)) return false;
   if (sdev->abi_ver != UIW_ABI_VERSION) {
     std::fprintf(stderr,
                  "uiw: %s: the kernel module uiw.ko speaks uiw UAPI version %u but this provider "
@@ -638,24 +655,16 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) noexcept {
   return &shell->vctx;
 }
 
-// Matched by device name: uiw.ko is out of tree and has no rdma_driver_id of its own (the
-// kernel's enum rdma_driver_id lists in-tree drivers only). rdma-core tests the pattern against
-// "rdma_device:N<ibdev name>".
-const verbs_match_ent kMatchTable[] = {
-    {.driver_data = nullptr,
-     .u = {.modalias = "rdma_device:*N" UIW_DEVICE_NAME_PREFIX "*"},
-     .vendor = 0,
-     .device = 0,
-     .kind = UIW_VERBS_MATCH_MODALIAS},
-    {},
-};
+// Only the sentinel: libibverbs (rdma-core 44) walks the table without a null check, and
+// match_device() claims uiw devices by their driver, whatever their name.
+const verbs_match_ent kNoNameMatches[] = {{}};
 
 const verbs_device_ops kDeviceOps = {
     .name = "uiw",
     // Any version matches here so that match_device() can say why a mismatch is refused.
     .match_min_abi_version = 0,
     .match_max_abi_version = UINT32_MAX,
-    .match_table = kMatchTable,
+    .match_table = kNoNameMatches,
     .static_providers = nullptr,
     .match_device = match_device,
     .alloc_context = alloc_context,
