@@ -16,11 +16,16 @@
 #include <linux/types.h>
 #include <rdma/ib_user_ioctl_cmds.h>
 
+/* static_assert: a keyword in C++, a macro of <linux/build_bug.h> and of C11's <assert.h>. */
+#if defined(__KERNEL__)
+#include <linux/build_bug.h>
+#elif !defined(__cplusplus)
+#include <assert.h>
+#endif
+#define UIW_ABI_STATIC_ASSERT(expr, msg) static_assert(expr, msg)
+
 #ifdef __cplusplus
 extern "C" {
-#define UIW_ABI_STATIC_ASSERT(expr, msg) static_assert(expr, msg)
-#else
-#define UIW_ABI_STATIC_ASSERT(expr, msg) _Static_assert(expr, msg)
 #endif
 
 /* 2: UIW_METHOD_CQ_SIGNAL needs an arm (IB_USER_VERBS_CMD_REQ_NOTIFY_CQ); events are gated. */
@@ -231,7 +236,8 @@ enum uiw_device_set_eventfd_attrs {
 };
 
 UIW_ABI_STATIC_ASSERT(sizeof(struct uiw_ureq_alloc_ucontext) == 8, "uiw ABI: alloc_ucontext req");
-UIW_ABI_STATIC_ASSERT(sizeof(struct uiw_uresp_alloc_ucontext) == 64, "uiw ABI: alloc_ucontext resp");
+UIW_ABI_STATIC_ASSERT(sizeof(struct uiw_uresp_alloc_ucontext) == 64,
+		      "uiw ABI: alloc_ucontext resp");
 UIW_ABI_STATIC_ASSERT(sizeof(struct uiw_uresp_create_cq) == 8, "uiw ABI: create_cq resp");
 UIW_ABI_STATIC_ASSERT(sizeof(struct uiw_uresp_create_qp) == 16, "uiw ABI: create_qp resp");
 UIW_ABI_STATIC_ASSERT(sizeof(struct uiw_uresp_create_srq) == 8, "uiw ABI: create_srq resp");

@@ -21,6 +21,7 @@
 #include <rdma/uverbs_ioctl.h>
 
 #include "uiw-abi.h"
+#include "uiw_kcompat.h"
 #include "uiw_rtr.h"
 
 /*
@@ -28,8 +29,8 @@
  * must honour; the provider learns them from struct uiw_uresp_alloc_ucontext.
  */
 #define UIW_VENDOR_ID 0x756977		/* "uiw" */
-#define UIW_MAX_QP (1 << 16)
-#define UIW_MAX_QP_WR (1 << 14)
+#define UIW_MAX_QP BIT(16)
+#define UIW_MAX_QP_WR BIT(14)
 #define UIW_MAX_SGE 16
 /*
  * One sink STag per RDMA Read Request (RFC 5040 §4.4), but the engine's sink STag names the
@@ -39,12 +40,12 @@
 #define UIW_MAX_INLINE 256
 #define UIW_MAX_IRD 128
 #define UIW_MAX_ORD 128
-#define UIW_MAX_CQ (1 << 16)
-#define UIW_MAX_CQE (1 << 20)
-#define UIW_MAX_PD (1 << 16)
-#define UIW_MAX_MR (1 << 20)
-#define UIW_MAX_SRQ (1 << 14)
-#define UIW_MAX_SRQ_WR (1 << 14)
+#define UIW_MAX_CQ BIT(16)
+#define UIW_MAX_CQE BIT(20)
+#define UIW_MAX_PD BIT(16)
+#define UIW_MAX_MR BIT(20)
+#define UIW_MAX_SRQ BIT(14)
+#define UIW_MAX_SRQ_WR BIT(14)
 #define UIW_MAX_UCTX 4096
 /* iw_cm carries private data lengths in a u8 (struct iw_cm_event, iw_cm_conn_param). */
 #define UIW_MAX_PRIVATE_DATA 255
@@ -66,7 +67,7 @@ struct uiw_dev {
 	struct work_struct unreg_work;	/* unregister after NETDEV_UNREGISTER */
 	struct work_struct gid_work;	/* rebuild the GID table, then tell the core */
 
-	spinlock_t gid_lock;
+	spinlock_t gid_lock;		/* guards gid[] */
 	union ib_gid gid[UIW_GID_TBL_LEN];
 
 	struct xarray qp_xa;		/* QPN -> struct uiw_qp (RCU lookups by iw_get_qp) */
@@ -207,9 +208,13 @@ static inline struct uiw_dev *uiw_qp_dev(struct uiw_qp *qp)
 
 #define uiw_dbg(udev, fmt, ...)                                                \
 	ibdev_dbg(&(udev)->ibdev, "%s: " fmt, __func__, ##__VA_ARGS__)
-#define uiw_dbg_qp(qp, fmt, ...)                                               \
-	ibdev_dbg((qp)->ibqp.device, "QP[%u] %s: " fmt, (qp)->ibqp.qp_num,      \
-		  __func__, ##__VA_ARGS__)
+#define uiw_dbg_qp(qp, fmt, ...)					\
+	do {								\
+		struct uiw_qp *uiw_dbg_qp_ = (qp);			\
+									\
+		ibdev_dbg(uiw_dbg_qp_->ibqp.device, "QP[%u] %s: " fmt,	\
+			  uiw_dbg_qp_->ibqp.qp_num, __func__, ##__VA_ARGS__); \
+	} while (0)
 
 /* uiw_main.c */
 extern struct workqueue_struct *uiw_wq;

@@ -470,7 +470,7 @@ int uiw_cep_start_connect(struct uiw_cep *cep, struct socket *s,
 	uiw_sk_assoc(cep, s, UIW_SK_MPA, NULL);
 	cep->state = UIW_CEP_CONNECTING;
 	uiw_cep_arm_timer(cep, UIW_CONNECT_TIMEOUT);
-	rv = kernel_connect(s, (struct sockaddr *)raddr, uiw_addr_len(raddr),
+	rv = kernel_connect(s, uiw_sockaddr(raddr), uiw_addr_len(raddr),
 			    O_NONBLOCK);
 	if (rv && rv != -EINPROGRESS)
 		return rv;
@@ -542,7 +542,7 @@ int uiw_iw_connect(struct iw_cm_id *id, struct iw_cm_conn_param *param)
 		ip6_sock_set_v6only(s->sk);
 	if (family == AF_INET && id->tos_set)
 		ip_sock_set_tos(s->sk, id->tos);
-	rv = kernel_bind(s, (struct sockaddr *)laddr, uiw_addr_len(laddr));
+	rv = kernel_bind(s, uiw_sockaddr(laddr), uiw_addr_len(laddr));
 	if (rv == -EADDRINUSE) {
 		/* rdma_cm's port is only a reservation in its own port space. */
 		struct sockaddr_storage any_port = *laddr;
@@ -551,7 +551,7 @@ int uiw_iw_connect(struct iw_cm_id *id, struct iw_cm_conn_param *param)
 			((struct sockaddr_in *)&any_port)->sin_port = 0;
 		else
 			((struct sockaddr_in6 *)&any_port)->sin6_port = 0;
-		rv = kernel_bind(s, (struct sockaddr *)&any_port,
+		rv = kernel_bind(s, uiw_sockaddr(&any_port),
 				 uiw_addr_len(laddr));
 	}
 	if (rv) {
@@ -710,7 +710,7 @@ int uiw_iw_create_listen(struct iw_cm_id *id, int backlog)
 	if (s->sk->sk_protocol == IPPROTO_SCTP)
 		rv = uiw_sctp_bind(udev, s, laddr);	/* the netdev's addresses */
 	else
-		rv = kernel_bind(s, (struct sockaddr *)laddr, uiw_addr_len(laddr));
+		rv = kernel_bind(s, uiw_sockaddr(laddr), uiw_addr_len(laddr));
 	if (rv)
 		goto err;
 	rv = kernel_listen(s, backlog);

@@ -162,6 +162,7 @@ static int uiw_netdev_event(struct notifier_block *nb, unsigned long event,
 {
 	struct net_device *netdev = netdev_notifier_info_to_dev(arg);
 	struct uiw_dev *udev;
+	bool up;
 
 	spin_lock(&uiw_devs_lock);
 	udev = uiw_find_dev(netdev);
@@ -172,10 +173,8 @@ static int uiw_netdev_event(struct notifier_block *nb, unsigned long event,
 	case NETDEV_UP:
 	case NETDEV_DOWN:
 	case NETDEV_CHANGE:
-		uiw_port_event(udev, netif_running(netdev) &&
-					     netif_oper_up(netdev) ?
-					     IB_EVENT_PORT_ACTIVE :
-					     IB_EVENT_PORT_ERR);
+		up = netif_running(netdev) && netif_oper_up(netdev);
+		uiw_port_event(udev, up ? IB_EVENT_PORT_ACTIVE : IB_EVENT_PORT_ERR);
 		queue_work(uiw_wq, &udev->gid_work);
 		break;
 	case NETDEV_CHANGEADDR:
@@ -491,6 +490,10 @@ static int uiw_newlink(const char *ibdev_name, struct net_device *netdev)
 		return -ENODEV;
 	}
 
+#ifdef UIW_HAVE_MARK_NAME_ASSIGNED_BY_USER
+	/* The administrator named it (rdma link add NAME): ib_core must not rename it. */
+	ib_mark_name_assigned_by_user(&udev->ibdev);
+#endif
 	rv = uiw_parent_add(udev);
 	if (!rv)
 		rv = ib_device_set_netdev(&udev->ibdev, netdev, 1);

@@ -8,9 +8,9 @@
  */
 
 #include <linux/uio.h>
-#include <asm/unaligned.h>
 #include <net/sock.h>
 
+#include "uiw_kcompat.h"
 #include "uiw_mpa.h"
 
 /* Read up to len bytes without blocking; 0 on EOF is reported as -ECONNRESET. */

@@ -19,7 +19,6 @@
  * not match is refused with one reason, "not ready": a prober learns nothing about QPs.
  */
 
-#include <asm/unaligned.h>
 #include <linux/module.h>
 #include <linux/tcp.h>
 #include <net/ipv6.h>
@@ -28,6 +27,7 @@
 
 #include "uiw-setup.h"
 #include "uiw_cm.h"
+#include "uiw_kcompat.h"
 #include "uiw_sctp.h"
 
 static ushort rtr_port = 747;
@@ -424,7 +424,7 @@ static int uiw_rtr_sock_connect(struct uiw_cep *cep, const union ib_gid *src,
 			s->sk->sk_reuse = SK_NO_REUSE;
 			rv = uiw_sctp_bind(udev, s, &laddr);
 		} else {
-			rv = kernel_bind(s, (struct sockaddr *)&laddr, uiw_addr_len(&laddr));
+			rv = kernel_bind(s, uiw_sockaddr(&laddr), uiw_addr_len(&laddr));
 		}
 		if (rv) {
 			uiw_privileged_end(old);

@@ -189,7 +189,7 @@ int uiw_sctp_bind(struct uiw_dev *udev, struct socket *s,
 	if (a.ss_family == AF_INET && uiw_addr_is_any(&a) &&
 	    uiw_netdev_ipv4(udev, addrs) > 0)
 		((struct sockaddr_in *)&a)->sin_addr.s_addr = addrs[0];
-	rv = kernel_bind(s, (struct sockaddr *)&a, uiw_addr_len(&a));
+	rv = kernel_bind(s, uiw_sockaddr(&a), uiw_addr_len(&a));
 	if (!rv)
 		uiw_sctp_bind_more(udev, s);
 	return rv;
@@ -417,6 +417,7 @@ int uiw_sctp_recv_frame(struct uiw_cep *cep, struct uiw_mpa_rx *rx, bool request
 	u8 *buf = kmalloc(cap, GFP_KERNEL);
 	enum uiw_sctp_ctrl_status st;
 	int rv, flags;
+	bool initiate;
 	u16 ssn, fn;
 	u32 ppid;
 
@@ -469,7 +470,9 @@ int uiw_sctp_recv_frame(struct uiw_cep *cep, struct uiw_mpa_rx *rx, bool request
 		rv = -ECONNRESET;
 		goto out;
 	}
-	if (request != (fn == UIW_SCTP_FN_INITIATE)) {
+	/* A request carries the Initiate function; a reply carries any other. */
+	initiate = fn == UIW_SCTP_FN_INITIATE;
+	if (request != initiate) {
 		rv = uiw_sctp_refuse(cep, request, "function out of sequence");
 		goto out;
 	}

@@ -216,7 +216,7 @@ void uiw_ucontext_signal(struct uiw_ucontext *uctx)
 
 	spin_lock_irqsave(&uctx->lock, flags);
 	if (uctx->ready_efd)
-		eventfd_signal(uctx->ready_efd, 1);
+		uiw_eventfd_signal(uctx->ready_efd);
 	spin_unlock_irqrestore(&uctx->lock, flags);
 }
 
@@ -279,9 +279,13 @@ err_count:
 }
 
 /* The ring is the provider's; the kernel only checks and records the size. */
+#ifdef UIW_HAVE_RESIZE_USER_CQ
+static int uiw_resize_cq(struct ib_cq *ibcq, unsigned int cqe, struct ib_udata *udata)
+#else
 static int uiw_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
+#endif
 {
-	if (cqe <= 0 || cqe > UIW_MAX_CQE)
+	if (cqe < 1 || cqe > UIW_MAX_CQE)
 		return -EINVAL;
 	ibcq->cqe = cqe;
 	return 0;
@@ -694,8 +698,10 @@ static int uiw_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		}
 		if (next == IB_QPS_SQD && qp->state != IB_QPS_SQD)
 			close = true;
-		if (next == IB_QPS_ERR && qp->state != IB_QPS_ERR)
-			close = abrupt = true;
+		if (next == IB_QPS_ERR && qp->state != IB_QPS_ERR) {
+			close = true;
+			abrupt = true;
+		}
 		uiw_qp_enter_state(qp, next);
 	}
 	if (mask & IB_QP_ACCESS_FLAGS)
@@ -783,6 +789,35 @@ static int uiw_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	return 0;
 }
 
+#ifdef UIW_HAVE_CREATE_CQ_ATTRS
+/* Since the core passes the uverbs_attr_bundle (NULL for kernel consumers), not the udata. */
+static int uiw_create_cq_attrs(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+			       struct uverbs_attr_bundle *attrs)
+{
+	return uiw_create_cq(ibcq, attr, attrs ? &attrs->driver_udata : NULL);
+}
+
+#define UIW_CREATE_CQ uiw_create_cq_attrs
+#else
+#define UIW_CREATE_CQ uiw_create_cq
+#endif
+
+#ifdef UIW_HAVE_REG_USER_MR_DMAH
+/* Since the core passes a DMA handle: uiw does no DMA, so there is nothing to steer. */
+static struct ib_mr *uiw_reg_user_mr_dmah(struct ib_pd *ibpd, u64 start, u64 len, u64 iova,
+					  int access, struct ib_dmah *dmah,
+					  struct ib_udata *udata)
+{
+	if (dmah)
+		return ERR_PTR(-EOPNOTSUPP);
+	return uiw_reg_user_mr(ibpd, start, len, iova, access, udata);
+}
+
+#define UIW_REG_USER_MR uiw_reg_user_mr_dmah
+#else
+#define UIW_REG_USER_MR uiw_reg_user_mr
+#endif
+
 /* Called by ib_register_device() before any user can reach the device. */
 static int uiw_enable_driver(struct ib_device *ibdev)
 {
@@ -855,7 +890,7 @@ const struct ib_device_ops uiw_device_ops = {
 
 	.alloc_pd = uiw_alloc_pd,
 	.alloc_ucontext = uiw_alloc_ucontext,
-	.create_cq = uiw_create_cq,
+	.create_cq = UIW_CREATE_CQ,
 	.create_qp = uiw_create_qp,
 	.create_srq = uiw_create_srq,
 	.dealloc_pd = uiw_dealloc_pd,
@@ -888,9 +923,13 @@ const struct ib_device_ops uiw_device_ops = {
 	.query_port = uiw_query_port,
 	.query_qp = uiw_query_qp,
 	.query_srq = uiw_query_srq,
-	.reg_user_mr = uiw_reg_user_mr,
+	.reg_user_mr = UIW_REG_USER_MR,
 	.req_notify_cq = uiw_req_notify_cq,
+#ifdef UIW_HAVE_RESIZE_USER_CQ
+	.resize_user_cq = uiw_resize_cq,
+#else
 	.resize_cq = uiw_resize_cq,
+#endif
 
 	INIT_RDMA_OBJ_SIZE(ib_cq, uiw_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_pd, uiw_pd, ibpd),

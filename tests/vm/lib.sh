@@ -247,7 +247,8 @@ vm_build_uiw() {
       --exclude='.tmp_versions' "$UIW_ROOT/$d/" "$dir/src/$d/"
   done
   rm -f "$dir/src/kernel/uiw.ko"
-  if make -C "/lib/modules/$VM_KVER/build" M="$dir/src/kernel" -j"$UIW_JOBS" >"$log" 2>&1 &&
+  # kernel/Makefile: the compat probes (uiw_compat.h), then Kbuild.
+  if make -C "$dir/src/kernel" KDIR="/lib/modules/$VM_KVER/build" -j"$UIW_JOBS" >"$log" 2>&1 &&
     [ -f "$dir/src/kernel/uiw.ko" ]; then
     VM_UIW_STATE=ok VM_UIW_KO=$dir/src/kernel/uiw.ko
     if grep -q 'warning:' "$log"; then vm_warn "uiw.ko built with warnings (log: $log)"; fi

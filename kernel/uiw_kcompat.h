@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause */
+/*
+ * The kernel APIs that differ between the kernels uiw.ko builds for, in one place. Which
+ * variant a kernel has is decided by compiling probes against its headers (compat.sh writes
+ * uiw_compat.h), not by version numbers: distributions backport API changes.
+ */
+#ifndef UIW_KCOMPAT_H
+#define UIW_KCOMPAT_H
+
+#include <linux/eventfd.h>
+
+#include "uiw_compat.h"
+
+#ifdef UIW_HAVE_LINUX_UNALIGNED_H
+#include <linux/unaligned.h>	/* since 6.12 */
+#else
+#include <asm/unaligned.h>
+#endif
+
+/* Adds 1 to the eventfd's counter; the count argument went away in 6.8. */
+static inline void uiw_eventfd_signal(struct eventfd_ctx *ctx)
+{
+#ifdef UIW_HAVE_EVENTFD_SIGNAL_NO_COUNT
+	eventfd_signal(ctx);
+#else
+	eventfd_signal(ctx, 1);
+#endif
+}
+
+/* kernel_bind() and kernel_connect() take a struct sockaddr_unsized pointer since 6.19. */
+#ifdef UIW_HAVE_SOCKADDR_UNSIZED
+#define uiw_sockaddr(addr) ((struct sockaddr_unsized *)(addr))
+#else
+#define uiw_sockaddr(addr) ((struct sockaddr *)(addr))
+#endif
+
+#endif /* UIW_KCOMPAT_H */
