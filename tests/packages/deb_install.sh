@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# needs: uiw
+# timeout: 900
+# The Debian packages as a user gets them (run by tests/packages/run-packages inside the VM,
+# after it built the .debs into $UIW_BUILD/packages/deb): the harness's own uiw.ko and
+# provider are taken away, apt installs uiw-dkms and ibverbs-provider-uiw, DKMS builds uiw.ko
+# for the running kernel, modprobe loads that build, devices made with `rdma link add` carry
+# rping -V, ibv_rc_pingpong -g (connect-on-RTR), ib_write_bw -R and ib_send_lat -R between
+# them, and `apt-get purge` leaves nothing of uiw behind.
+source "$UIW_ROOT/tests/system/lib.sh"
+source "$UIW_ROOT/providers/uiw/tests/allow_local_sources.sh"
+
+debs=$UIW_BUILD/packages/deb
+ls "$debs"/uiw-dkms_*_all.deb "$debs"/ibverbs-provider-uiw_*_amd64.deb >/dev/null ||
+  fail "no packages in $debs (tests/packages/run-packages builds them)"
+kver=$(uname -r)
+plugdir=/usr/lib/x86_64-linux-gnu/libibverbs
+
+# What the harness put in place goes, so that only the packages can make uiw work.
+for d in $(ls /sys/class/infiniband); do
+  [ "$(cat /sys/class/infiniband/$d/hca_type 2>/dev/null)" = uiw ] && rdma link delete "$d"
+done
+rmmod uiw || fail "rmmod uiw (the harness's module)"
+rm -f "$plugdir"/libuiw-rdmav*.so /etc/libibverbs.d/uiw.driver
+unset RDMAV_DRIVERS IBV_DRIVERS
+
+log "apt-get install (DKMS builds uiw.ko for $kver)"
+t0=$SECONDS
+apt-get install -y --no-download "$debs"/uiw-dkms_*_all.deb \
+  "$debs"/ibverbs-provider-uiw_*_amd64.deb >apt.log 2>&1 || { show apt; fail "apt-get install"; }
+log "installed in $((SECONDS - t0)) s"
+dkms status uiw >dkms.log 2>&1
+expect dkms "uiw/[^,]*, $kver, x86_64: installed" "DKMS did not install uiw.ko for $kver"
+ko=$(modinfo -n uiw) || fail "modinfo finds no uiw module"
+case $ko in */updates/dkms/uiw.ko*) ;; *) fail "uiw resolves to $ko, not DKMS's build" ;; esac
+[ -f "$plugdir/libuiw-rdmav34.so" ] || fail "the provider is not in $plugdir"
+grep -qx 'driver uiw' /etc/libibverbs.d/uiw.driver || fail "no /etc/libibverbs.d/uiw.driver"
+man -w uiw >/dev/null 2>&1 || [ -f /usr/share/man/man7/uiw.7.gz ] || fail "no uiw(7)"
+
+modprobe uiw || fail "modprobe uiw"
+rdma link add pk0 type uiw netdev "$UIW0_NETDEV"
+rdma link add pk1 type uiw netdev "$UIW1_NETDEV"
+UIW0_DEV=pk0 UIW1_DEV=pk1
+allow_local_sources
+
+port=7790
+start_bg rping-server rping -s -a "$UIW0_ADDR" -p $port -C 10 -V -v
+wait_cm_listen $port
+run_fg rping-client 120 rping -c -a "$UIW0_ADDR" -I "$UIW1_ADDR" -p $port -C 10 -V -v
+wait_bg rping-server 30
+n=$(grep -c 'ping data: rdma-ping-' rping-client.log || true)
+[ "$n" = 10 ] || { show rping-client; fail "rping: $n verified pings, want 10"; }
+log "PASS rping -V: 10 verified pings pk1 -> pk0"
+
+# Connect-on-RTR: GID index 0 is the netdev's first address.
+start_bg pp-server ibv_rc_pingpong -d pk0 -g 0 -p 7791 -n 100
+wait_tcp_listen 7791
+run_fg pp-client 120 ibv_rc_pingpong -d pk1 -g 0 -p 7791 -n 100 "$UIW0_ADDR"
+wait_bg pp-server 30
+expect pp-client '^[0-9]+ bytes in .* seconds = ' "ibv_rc_pingpong: no result"
+log "PASS ibv_rc_pingpong -g 0"
+
+for tool in ib_write_bw ib_send_lat; do
+  start_bg "$tool-server" "$tool" -R -d pk0 -p 7792 -n 200
+  wait_cm_listen 7792
+  run_fg "$tool-client" 180 "$tool" -R -d pk1 -p 7792 -n 200 "$UIW0_ADDR"
+  wait_bg "$tool-server" 30
+  expect "$tool-client" '^ *(65536|2) +200 ' "$tool: no result line"
+  log "PASS $tool -R"
+done
+
+rdma link delete pk0
+rdma link delete pk1
+rmmod uiw
+log "apt-get purge"
+apt-get purge -y uiw-dkms ibverbs-provider-uiw >purge.log 2>&1 || { show purge; fail "apt-get purge"; }
+left=$(ls -d /usr/src/uiw-* /var/lib/dkms/uiw /lib/modules/*/updates/dkms/uiw.ko* \
+  "$plugdir"/libuiw-rdmav*.so /etc/libibverbs.d/uiw.driver /usr/share/man/man7/uiw.7.gz \
+  /usr/include/infiniband/uiwdv.h 2>/dev/null || true)
+[ -z "$left" ] || fail "left behind after purge: $left"
+dpkg -l 'uiw*' 'ibverbs-provider-uiw' 2>/dev/null | grep -E '^(ii|rc)' && fail "packages still listed"
+log "PASS: installed, used and purged; nothing left"
