@@ -6,7 +6,6 @@
 // then asks for the socket of every QP still waiting (UIW_METHOD_QP_TAKE_SOCKET: fd + negotiated
 // parameters), starts the engine on it and gives the connection to the progress thread. Sends
 // posted before that wait in the engine's queue.
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <rdma/rdma_user_ioctl.h>
@@ -23,11 +22,11 @@
 #include <cstring>
 #include <mutex>
 #include <new>
-#include <span>
 #include <thread>
 #include <vector>
 
 #include "transport/byte_stream.h"
+#include "transport/local_address.h"
 #include "transport/sctp_stream.h"
 #include "uiw.h"
 #include "uiwdv.h"
@@ -148,36 +147,9 @@ bool same_addr(const sockaddr_storage& a, socklen_t alen, const sockaddr_storage
   return alen == blen && std::memcmp(&a, &b, alen) == 0;
 }
 
-// The IP address of a, without the port.
-std::span<const uint8_t> ip_of(const sockaddr_storage& a) {
-  if (a.ss_family == AF_INET) {
-    const auto& in = reinterpret_cast<const sockaddr_in&>(a);
-    return {reinterpret_cast<const uint8_t*>(&in.sin_addr), sizeof(in.sin_addr)};
-  }
-  if (a.ss_family == AF_INET6) {
-    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
-    return {reinterpret_cast<const uint8_t*>(&in6.sin6_addr), sizeof(in6.sin6_addr)};
-  }
-  return {};
-}
-
-bool same_ip(const sockaddr_storage& a, const sockaddr* b) {
-  if (!b || a.ss_family != b->sa_family) return false;
-  sockaddr_storage bs{};
-  std::memcpy(&bs, b, a.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
-  const auto x = ip_of(a), y = ip_of(bs);
-  return !x.empty() && x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin());
-}
-
-// Whether the peer address is one of this host's.
+// Whether the peer address is one of this host's: the routing tables say (RTN_LOCAL).
 bool peer_is_local(const TwinEnd& e) {
-  if (same_ip(e.peer, reinterpret_cast<const sockaddr*>(&e.local))) return true;
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list)) return false;
-  bool local = false;
-  for (const ifaddrs* i = list; i && !local; i = i->ifa_next) local = same_ip(e.peer, i->ifa_addr);
-  freeifaddrs(list);
-  return local;
+  return transport::is_local_address(reinterpret_cast<const sockaddr*>(&e.peer));
 }
 
 void twin_register(Qp* qp, int fd) {
