@@ -4,7 +4,9 @@
 #include "runtime/progress.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,10 +16,13 @@
 #include <vector>
 
 #include "runtime/queue_pair.h"
+#include "transport/byte_stream.h"
+#include "transport/socket_util.h"
 #include "unit/engine/qp_pair.h"
 #include "wire/ddp.h"
 #include "wire/mpa.h"
 #include "wire/rdmap.h"
+#include "wire/terminate.h"
 
 namespace uiw::runtime {
 namespace {
@@ -121,6 +126,76 @@ TEST(ProgressTest, EndlessStreamsShareTheThreadAndDoNotStallRemoval) {
   const uint64_t after = a.stream->reads;
   std::this_thread::sleep_for(20ms);
   EXPECT_EQ(a.stream->reads, after) << "the thread still drives a removed QP";
+}
+
+// One RDMA Write FPDU (CRC off) of `len` bytes of `fill` to tagged offset `to` of stag.
+std::vector<uint8_t> write_fpdu(uint32_t stag, uint64_t to, size_t len, uint8_t fill) {
+  wire::SegmentHeader h;
+  h.tagged = true;
+  h.last = true;
+  h.rdmap_control = wire::rdmap_control(wire::Opcode::RdmaWrite);
+  h.stag = stag;
+  h.to = to;
+  std::vector<uint8_t> ulpdu(wire::segment_header_size(true) + len, fill);
+  wire::encode_segment_header(ulpdu.data(), h);
+  std::vector<uint8_t> fpdu(wire::fpdu_size(ulpdu.size()));
+  wire::encode_fpdu(fpdu, 0, ulpdu, false, false);
+  return fpdu;
+}
+
+// The peer's last FPDU and its FIN arrive together, so one readiness edge announces both and
+// the pass that reads the FPDU ends on a short read with the FIN still unread. The FIN must be
+// read all the same (the QP reaches Error, as after any close): a Progress that ran a pass
+// again only when its read budget was spent never read it, and the QP waited for ever.
+TEST(ProgressTest, DataAndFinInOneEdgeAreBothRead) {
+  uint16_t port = 0;
+  const int lfd = transport::tcp_listen("127.0.0.1", 0, &port);
+  ASSERT_GE(lfd, 0);
+  Progress p;
+  for (int round = 0; round < 20; ++round) {
+    int peer = transport::tcp_connect("127.0.0.1", port, 2000);
+    ASSERT_GE(peer, 0);
+    const int fd = transport::tcp_accept(lfd, 2000);
+    ASSERT_GE(fd, 0);
+    engine::test::Side side(7);
+    std::vector<uint8_t> region(512, 0);
+    const memory::Stag k = side.reg_mr(region, memory::kLocalWrite | memory::kRemoteWrite);
+    const std::vector<uint8_t> fpdu =
+        write_fpdu(k, reinterpret_cast<uintptr_t>(region.data()), region.size(), 0xa5);
+    // Both are in our socket before the QP is attached: its first pass meets them together.
+    ASSERT_EQ(write(peer, fpdu.data(), fpdu.size()), ssize_t(fpdu.size()));
+    ASSERT_EQ(shutdown(peer, SHUT_WR), 0);
+    std::this_thread::sleep_for(2ms);
+
+    engine::QpConfig c;
+    c.qp_num = 7;
+    c.pd = side.pd;
+    c.sq_depth = 16;
+    c.registry = &side.reg;
+    c.send_cq = &side.scq;
+    c.recv_cq = &side.rcq;
+    c.rq = &side.rq;
+    QueuePair qp(c);
+    engine::ConnParams params;
+    params.initiator = true;
+    params.crc = false;  // as write_fpdu encodes it
+    ASSERT_EQ(qp.attach(std::make_unique<transport::TcpStream>(fd), params, &p), 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (qp.state() != engine::QpState::Error && std::chrono::steady_clock::now() - t0 < 2s)
+      std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(qp.state(), engine::QpState::Error) << "round " << round << ": the FIN was not read";
+    qp.with_engine([](engine::Qp& e) {
+      if (e.terminate_sent())
+        ADD_FAILURE() << "Terminate sent: "
+                      << wire::terminate_cause_name(e.terminate_sent()->cause);
+    });
+    EXPECT_EQ(region[0], 0xa5);
+    EXPECT_EQ(region[511], 0xa5);
+    qp.leave_progress();
+    close(peer);
+    if (HasFailure()) break;
+  }
+  close(lfd);
 }
 
 }  // namespace
