@@ -76,6 +76,19 @@ class EndlessWrites final : public transport::ByteStream {
   size_t off_ = 0;
 };
 
+// A QP of `side`'s PD, memory and queues.
+engine::QpConfig config_of(engine::test::Side& side, uint32_t qpn) {
+  engine::QpConfig c;
+  c.qp_num = qpn;
+  c.pd = side.pd;
+  c.sq_depth = 16;
+  c.registry = &side.reg;
+  c.send_cq = &side.scq;
+  c.recv_cq = &side.rcq;
+  c.rq = &side.rq;
+  return c;
+}
+
 struct Endless {
   engine::test::Side side;
   std::vector<uint8_t> region = std::vector<uint8_t>(4096);
@@ -83,15 +96,7 @@ struct Endless {
   EndlessWrites* stream = nullptr;  // Owned by qp's Connection.
   Endless(uint32_t qpn, Progress& p) : side(qpn) {
     const memory::Stag k = side.reg_mr(region, memory::kLocalWrite | memory::kRemoteWrite);
-    engine::QpConfig c;
-    c.qp_num = qpn;
-    c.pd = side.pd;
-    c.sq_depth = 16;
-    c.registry = &side.reg;
-    c.send_cq = &side.scq;
-    c.recv_cq = &side.rcq;
-    c.rq = &side.rq;
-    qp = std::make_unique<QueuePair>(c);
+    qp = std::make_unique<QueuePair>(config_of(side, qpn));
     auto s = std::make_unique<EndlessWrites>(k);
     stream = s.get();
     engine::ConnParams params;
@@ -167,15 +172,7 @@ TEST(ProgressTest, DataAndFinInOneEdgeAreBothRead) {
     ASSERT_EQ(shutdown(peer, SHUT_WR), 0);
     std::this_thread::sleep_for(2ms);
 
-    engine::QpConfig c;
-    c.qp_num = 7;
-    c.pd = side.pd;
-    c.sq_depth = 16;
-    c.registry = &side.reg;
-    c.send_cq = &side.scq;
-    c.recv_cq = &side.rcq;
-    c.rq = &side.rq;
-    QueuePair qp(c);
+    QueuePair qp(config_of(side, 7));
     engine::ConnParams params;
     params.initiator = true;
     params.crc = false;  // as write_fpdu encodes it
