@@ -621,7 +621,8 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) noexcept {
   uiw_drv_cmd<ib_uverbs_get_context, uiw_ureq_alloc_ucontext> cmd{};
   cmd.drv.abi_version = UIW_ABI_VERSION;
   uiw_drv_resp<ib_uverbs_get_context_resp, uiw_uresp_alloc_ucontext> resp{};
-  int rc = ibv_cmd_get_context(&shell->vctx, &cmd, sizeof(cmd), resp.ibv(), sizeof(resp));
+  int rc = ibv_cmd_get_context(&shell->vctx, &cmd, sizeof(cmd), UIW_GET_CONTEXT_FDS resp.ibv(),
+                               sizeof(resp));
   if (!rc && resp.drv.abi_version != UIW_ABI_VERSION) rc = EPROTONOSUPPORT;
   if (rc == EPROTONOSUPPORT)
     std::fprintf(stderr,
@@ -675,7 +676,7 @@ const verbs_device_ops kDeviceOps = {
 
 // PROVIDER_DRIVER(): register with libibverbs when it dlopen()s us.
 __attribute__((constructor)) void uiw_register_driver() {
-  verbs_register_driver_34(&kDeviceOps);
+  uiw_verbs_register_driver(&kDeviceOps);
 }
 
 }  // namespace

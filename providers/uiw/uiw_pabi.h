@@ -1,15 +1,17 @@
-// The part of rdma-core's private provider ABI that uiw uses, for rdma-core 44
-// (IBVERBS_PRIVATE_34, the version Debian 12 ships).
+// The part of rdma-core's private provider ABI that uiw uses, for two ranges of rdma-core:
+// IBVERBS_PRIVATE_34 (rdma-core 36-56: Debian 12 and 13, Ubuntu 22.04 and 24.04) and
+// IBVERBS_PRIVATE_65 (rdma-core 65: Debian unstable).
 //
 // rdma-core does not install its provider headers (libibverbs/driver.h, kern-abi.h,
 // cmd_ioctl.h), so a provider built outside its tree must declare what it uses itself. Every
-// layout below follows rdma-core tag v44.0 exactly: member order and types of the structs
-// libibverbs reads or writes, and the prototypes of the IBVERBS_PRIVATE_34 functions uiw calls.
-// A different rdma-core cannot load this provider: the registration symbol carries the ABI
-// number (verbs_register_driver_34), and providers/uiw/CMakeLists.txt refuses to build against
-// a libibverbs without IBVERBS_PRIVATE_34.
+// layout below follows rdma-core tags v44.0 and v65.0 exactly: member order and types of the
+// structs libibverbs reads or writes, and the prototypes of the private functions uiw calls.
+// Between the two, only the context ops table (17 more ops) and ibv_cmd_get_context (a file
+// descriptor array, since 57) differ. A different rdma-core cannot load this provider: the
+// registration symbol carries the ABI number (verbs_register_driver_34 / _65), and
+// providers/uiw/CMakeLists.txt refuses to build against a release outside both ranges.
 //
-// Written for uiw from the facts of the v44.0 headers; nothing here is copied from them.
+// Written for uiw from the facts of the v44.0 and v65.0 headers; nothing here is copied.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -20,7 +22,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#define UIW_IBVERBS_PABI_VERSION 34
+// UIW_IBVERBS_PABI_VERSION comes from providers/uiw/CMakeLists.txt, which picks it by the
+// rdma-core release built against: 34 (rdma-core 36-56) or 65 (rdma-core 65).
+#if UIW_IBVERBS_PABI_VERSION != 34 && UIW_IBVERBS_PABI_VERSION != 65
+#error "uiw_pabi.h has the layouts of IBVERBS_PRIVATE_34 and _65 only"
+#endif
 
 extern "C" {  // driver.h has no extern "C" guard of its own
 
@@ -117,11 +123,20 @@ struct verbs_qp {
 };
 static_assert(offsetof(ibv_qp_ex, qp_base) == 0, "ibv_qp_ex must begin with its ibv_qp");
 
-// Every op a provider can supply, in v44.0's (sorted) order; verbs_set_ops() copies the non-null
-// ones into the context and libibverbs fills the rest with EOPNOTSUPP stubs.
+// Every op a provider can supply, in driver.h's (sorted) order; verbs_set_ops() copies the
+// non-null ones into the context and libibverbs fills the rest with EOPNOTSUPP stubs. v65.0 has
+// every op of v44.0 with the same signature, and 17 more that uiw does not supply: those are
+// declared by name only (every member is a function pointer, so the layout needs no more).
+#if UIW_IBVERBS_PABI_VERSION >= 65
+#define UIW_OP_SINCE_65(name) void (*name)();
+#else
+#define UIW_OP_SINCE_65(name)
+#endif
 struct verbs_context_ops {
   int (*advise_mr)(ibv_pd*, enum ibv_advise_mr_advice, uint32_t, ibv_sge*, uint32_t);
+  UIW_OP_SINCE_65(alloc_buf)
   ibv_dm* (*alloc_dm)(ibv_context*, ibv_alloc_dm_attr*);
+  UIW_OP_SINCE_65(alloc_dmah)
   ibv_mw* (*alloc_mw)(ibv_pd*, enum ibv_mw_type);
   ibv_mr* (*alloc_null_mr)(ibv_pd*);
   ibv_pd* (*alloc_parent_domain)(ibv_context*, ibv_parent_domain_init_attr*);
@@ -134,6 +149,7 @@ struct verbs_context_ops {
   int (*close_xrcd)(ibv_xrcd*);
   void (*cq_event)(ibv_cq*);
   ibv_ah* (*create_ah)(ibv_pd*, ibv_ah_attr*);
+  UIW_OP_SINCE_65(create_comp_cntr)
   ibv_counters* (*create_counters)(ibv_context*, ibv_counters_init_attr*);
   ibv_cq* (*create_cq)(ibv_context*, int cqe, ibv_comp_channel*, int comp_vector);
   ibv_cq_ex* (*create_cq_ex)(ibv_context*, ibv_cq_init_attr_ex*);
@@ -145,11 +161,13 @@ struct verbs_context_ops {
   ibv_srq* (*create_srq)(ibv_pd*, ibv_srq_init_attr*);
   ibv_srq* (*create_srq_ex)(ibv_context*, ibv_srq_init_attr_ex*);
   ibv_wq* (*create_wq)(ibv_context*, ibv_wq_init_attr*);
+  UIW_OP_SINCE_65(dealloc_dmah)
   int (*dealloc_mw)(ibv_mw*);
   int (*dealloc_pd)(ibv_pd*);
   int (*dealloc_td)(ibv_td*);
   int (*dereg_mr)(verbs_mr*);
   int (*destroy_ah)(ibv_ah*);
+  UIW_OP_SINCE_65(destroy_comp_cntr)
   int (*destroy_counters)(ibv_counters*);
   int (*destroy_cq)(ibv_cq*);
   int (*destroy_flow)(ibv_flow*);
@@ -159,12 +177,16 @@ struct verbs_context_ops {
   int (*destroy_srq)(ibv_srq*);
   int (*destroy_wq)(ibv_wq*);
   int (*detach_mcast)(ibv_qp*, const ibv_gid*, uint16_t);
+  UIW_OP_SINCE_65(dm_export_dmabuf_fd)
+  UIW_OP_SINCE_65(free_buf)
   void (*free_context)(ibv_context*);
   int (*free_dm)(ibv_dm*);
   int (*get_srq_num)(ibv_srq*, uint32_t*);
   ibv_dm* (*import_dm)(ibv_context*, uint32_t);
   ibv_mr* (*import_mr)(ibv_pd*, uint32_t);
   ibv_pd* (*import_pd)(ibv_context*, uint32_t);
+  UIW_OP_SINCE_65(inc_comp_cntr)
+  UIW_OP_SINCE_65(inc_err_comp_cntr)
   int (*modify_cq)(ibv_cq*, ibv_modify_cq_attr*);
   int (*modify_flow_action_esp)(ibv_flow_action*, ibv_flow_action_esp_attr*);
   int (*modify_qp)(ibv_qp*, ibv_qp_attr*, int attr_mask);
@@ -178,30 +200,47 @@ struct verbs_context_ops {
   int (*post_send)(ibv_qp*, ibv_send_wr*, ibv_send_wr**);
   int (*post_srq_ops)(ibv_srq*, ibv_ops_wr*, ibv_ops_wr**);
   int (*post_srq_recv)(ibv_srq*, ibv_recv_wr*, ibv_recv_wr**);
+  UIW_OP_SINCE_65(qp_attach_comp_cntr)
+  UIW_OP_SINCE_65(query_comp_cntr_caps)
   int (*query_device_ex)(ibv_context*, const ibv_query_device_ex_input*, ibv_device_attr_ex*,
                          size_t attr_size);
   int (*query_ece)(ibv_qp*, ibv_ece*);
   int (*query_port)(ibv_context*, uint8_t port_num, ibv_port_attr*);
+  UIW_OP_SINCE_65(query_port_speed)
   int (*query_qp)(ibv_qp*, ibv_qp_attr*, int attr_mask, ibv_qp_init_attr*);
   int (*query_qp_data_in_order)(ibv_qp*, enum ibv_wr_opcode, uint32_t);
   int (*query_rt_values)(ibv_context*, ibv_values_ex*);
   int (*query_srq)(ibv_srq*, ibv_srq_attr*);
+  UIW_OP_SINCE_65(read_comp_cntr)
   int (*read_counters)(ibv_counters*, uint64_t*, uint32_t, uint32_t);
+  UIW_OP_SINCE_65(read_err_comp_cntr)
   ibv_mr* (*reg_dm_mr)(ibv_pd*, ibv_dm*, uint64_t, size_t, unsigned int);
   ibv_mr* (*reg_dmabuf_mr)(ibv_pd*, uint64_t, size_t, uint64_t, int, int);
   ibv_mr* (*reg_mr)(ibv_pd*, void* addr, size_t length, uint64_t hca_va, int access);
+  UIW_OP_SINCE_65(reg_mr_ex)
   int (*req_notify_cq)(ibv_cq*, int solicited_only);
   int (*rereg_mr)(verbs_mr*, int, ibv_pd*, void*, size_t, int);
   int (*resize_cq)(ibv_cq*, int);
+  UIW_OP_SINCE_65(set_comp_cntr)
   int (*set_ece)(ibv_qp*, ibv_ece*);
+  UIW_OP_SINCE_65(set_err_comp_cntr)
   void (*unimport_dm)(ibv_dm*);
   void (*unimport_mr)(ibv_mr*);
   void (*unimport_pd)(ibv_pd*);
 };
-static_assert(sizeof(verbs_context_ops) == 76 * sizeof(void*), "v44.0 has 76 context ops");
+#undef UIW_OP_SINCE_65
+static_assert(sizeof(verbs_context_ops) ==
+                  (UIW_IBVERBS_PABI_VERSION >= 65 ? 93 : 76) * sizeof(void*),
+              "v44.0 has 76 context ops, v65.0 93");
 
-// ---- registration and contexts (IBVERBS_PRIVATE_34)
+// ---- registration and contexts (IBVERBS_PRIVATE_<PABI>: the registration symbol names it)
+#if UIW_IBVERBS_PABI_VERSION == 65
+void verbs_register_driver_65(const verbs_device_ops* ops);
+#define uiw_verbs_register_driver verbs_register_driver_65
+#else
 void verbs_register_driver_34(const verbs_device_ops* ops);
+#define uiw_verbs_register_driver verbs_register_driver_34
+#endif
 void* _verbs_init_and_alloc_context(ibv_device* device, int cmd_fd, size_t alloc_size,
                                     verbs_context* context_offset, uint32_t driver_id);
 void verbs_uninit_context(verbs_context* context);
@@ -211,8 +250,17 @@ int ibv_read_ibdev_sysfs_file(char* buf, size_t size, verbs_sysfs_dev* sysfs_dev
 
 // ---- commands. `cmd` points at a request laid out as uiw_cmd / uiw_drv_cmd below and
 // `cmd_size` covers it all; `resp`/`resp_size` likewise for responses (uiw_drv_resp).
+#if UIW_IBVERBS_PABI_VERSION >= 65
+// Since rdma-core 57: file descriptors handed to the kernel with the request (none for uiw).
+struct ibv_fd_arr;
+int ibv_cmd_get_context(verbs_context* context, void* cmd, size_t cmd_size, ibv_fd_arr* fd_arr,
+                        ib_uverbs_get_context_resp* resp, size_t resp_size);
+#define UIW_GET_CONTEXT_FDS nullptr,
+#else
 int ibv_cmd_get_context(verbs_context* context, void* cmd, size_t cmd_size,
                         ib_uverbs_get_context_resp* resp, size_t resp_size);
+#define UIW_GET_CONTEXT_FDS
+#endif
 int ibv_cmd_query_device_any(ibv_context* context, const ibv_query_device_ex_input* input,
                              ibv_device_attr_ex* attr, size_t attr_size,
                              ib_uverbs_ex_query_device_resp* resp, size_t* resp_size);
