@@ -33,3 +33,35 @@ uiw_configure() {
   local dir=$1; shift
   cmake -S "$UIW_ROOT" -B "$dir" -G Ninja "$@" >/dev/null
 }
+
+# uiw_kroot SUITE [PKG...]: prints the directory of a minimal root of Debian SUITE (trixie,
+# unstable, ...) with its kernel headers and compiler, made with mmdebstrap once and cached in
+# $UIW_BUILD/kroots/SUITE (UIW_KROOTS_REFRESH=1 makes it again); PKGs are installed into it
+# when missing. The kernel and packages tiers build uiw.ko and the packages there.
+uiw_kroot() {
+  local suite=$1 dir=$UIW_BUILD/kroots/$1 missing=() p
+  shift
+  if [ ! -f "$dir/.complete" ] || [ "${UIW_KROOTS_REFRESH:-0}" = 1 ]; then
+    uiw_need_packages mmdebstrap >&2
+    rm -rf "$dir"
+    mkdir -p "$(dirname "$dir")"
+    # The mirror's Release files of a frozen snapshot may be past Valid-Until.
+    mmdebstrap --variant=apt --aptopt='Acquire::Check-Valid-Until "false"' \
+      --include=linux-headers-amd64,make,gcc,libc6-dev "$suite" "$dir" \
+      http://deb.debian.org/debian >"$dir.log" 2>&1 || { tail -n 20 "$dir.log" >&2; return 1; }
+    echo 'Acquire::Check-Valid-Until "false";' >"$dir/etc/apt/apt.conf.d/99uiw-snapshot"
+    touch "$dir/.complete"
+  fi
+  for p in "$@"; do
+    chroot "$dir" dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+      missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    # mmdebstrap leaves no package lists behind.
+    { chroot "$dir" apt-get update -q &&
+      chroot "$dir" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+        --no-install-recommends "${missing[@]}"; } >>"$dir.log" 2>&1 ||
+      { tail -n 20 "$dir.log" >&2; return 1; }
+  fi
+  echo "$dir"
+}
