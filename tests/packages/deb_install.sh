@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # needs: uiw
-# timeout: 900
+# timeout: 1500
 # The Debian packages as a user gets them (run by tests/packages/run-packages inside the VM,
 # after it built the .debs into $UIW_BUILD/packages/deb): the harness's own uiw.ko and
 # provider are taken away, apt installs uiw-dkms and ibverbs-provider-uiw, DKMS builds uiw.ko
@@ -26,7 +26,7 @@ unset RDMAV_DRIVERS IBV_DRIVERS
 
 log "apt-get install (DKMS builds uiw.ko for $kver)"
 t0=$SECONDS
-apt-get install -y --no-download "$debs"/uiw-dkms_*_all.deb \
+apt-get install -y "$debs"/uiw-dkms_*_all.deb \
   "$debs"/ibverbs-provider-uiw_*_amd64.deb >apt.log 2>&1 || { show apt; fail "apt-get install"; }
 log "installed in $((SECONDS - t0)) s"
 dkms status uiw >dkms.log 2>&1
