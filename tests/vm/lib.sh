@@ -260,10 +260,12 @@ vm_build_uiw() {
   echo "$key" >"$dir/.key"
 }
 
-# The rdma-core provider, when the build tree has one; the guest installs it into its overlay.
+# The rdma-core provider, when the build tree has one (providers/uiw/CMakeLists.txt puts it in
+# <build>/lib); the guest installs it into its overlay. Only there: the packages and kernel
+# tiers keep other builds under the build tree (kroots/, packages/), some for another
+# rdma-core.
 vm_find_provider() {
-  VM_PROVIDER=$(find "$UIW_BUILD" -path "$VM_DIR" -prune -o -name 'libuiw-rdmav*.so' -print \
-    2>/dev/null | head -n1)
+  VM_PROVIDER=$(ls "$UIW_BUILD"/lib/libuiw-rdmav*.so 2>/dev/null | head -n1)
 }
 
 # vm_prepare [WANT_SIW] [WANT_UIW]: everything above (plus VM_SIW_DEPS/VM_UIW_DEPS, the in-tree
