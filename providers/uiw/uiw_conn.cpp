@@ -6,6 +6,7 @@
 // then asks for the socket of every QP still waiting (UIW_METHOD_QP_TAKE_SOCKET: fd + negotiated
 // parameters), starts the engine on it and gives the connection to the progress thread. Sends
 // posted before that wait in the engine's queue.
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <rdma/rdma_user_ioctl.h>
@@ -147,16 +148,40 @@ bool same_addr(const sockaddr_storage& a, socklen_t alen, const sockaddr_storage
   return alen == blen && std::memcmp(&a, &b, alen) == 0;
 }
 
-// Whether the peer address is one of this host's: the routing tables say (RTN_LOCAL).
+// Whether the peer address is one of this host's: our own socket's address is, without asking;
+// otherwise the routing tables say (RTN_LOCAL).
 bool peer_is_local(const TwinEnd& e) {
-  return transport::is_local_address(reinterpret_cast<const sockaddr*>(&e.peer));
+  const auto* peer = reinterpret_cast<const sockaddr*>(&e.peer);
+  if (e.peer.ss_family == AF_INET && e.local.ss_family == AF_INET &&
+      reinterpret_cast<const sockaddr_in*>(&e.peer)->sin_addr.s_addr ==
+          reinterpret_cast<const sockaddr_in*>(&e.local)->sin_addr.s_addr)
+    return true;
+  if (e.peer.ss_family == AF_INET6 && e.local.ss_family == AF_INET6 &&
+      std::memcmp(&reinterpret_cast<const sockaddr_in6*>(&e.peer)->sin6_addr,
+                  &reinterpret_cast<const sockaddr_in6*>(&e.local)->sin6_addr,
+                  sizeof(in6_addr)) == 0)
+    return true;
+  return transport::is_local_address(peer);
 }
 
 void twin_register(Qp* qp, int fd) {
   TwinEnd me{qp, {}, {}, sizeof(sockaddr_storage), sizeof(sockaddr_storage), nullptr};
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&me.local), &me.local_len) ||
-      getpeername(fd, reinterpret_cast<sockaddr*>(&me.peer), &me.peer_len) || !peer_is_local(me))
+      getpeername(fd, reinterpret_cast<sockaddr*>(&me.peer), &me.peer_len))
     return;
+  const bool local = peer_is_local(me);
+  if (debug_enabled()) {
+    char text[INET6_ADDRSTRLEN] = "?";
+    const sockaddr* p = reinterpret_cast<const sockaddr*>(&me.peer);
+    inet_ntop(p->sa_family,
+              p->sa_family == AF_INET
+                  ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(p)->sin_addr)
+                  : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(p)->sin6_addr),
+              text, sizeof(text));
+    std::fprintf(stderr, "uiw: QP %u: peer %s is %s\n", qp->qp.qp_num, text,
+                 local ? "of this host" : "remote");
+  }
+  if (!local) return;
   std::lock_guard lock(twins_mu);
   for (TwinEnd& other : twins) {
     if (other.twin || !same_addr(other.local, other.local_len, me.peer, me.peer_len) ||
@@ -194,6 +219,13 @@ bool attach_socket(Context* ctx, Qp* qp) {
     close(fd);
     return true;
   }
+  // A twin is known before the first byte moves: a Write posted before the connection came up
+  // completes as soon as the attach sends it, and its completion must already find the twin.
+  try {
+    twin_register(qp, fd);
+  } catch (const std::bad_alloc&) {
+    // Not a twin then: its Writes are placed by the peer's progress thread, a little later.
+  }
   try {
     std::unique_ptr<transport::ByteStream> stream;
     if (info.flags & UIW_CONN_F_SCTP)
@@ -202,18 +234,15 @@ bool attach_socket(Context* ctx, Qp* qp) {
       stream = std::make_unique<transport::TcpStream>(fd);
     const engine::ConnParams p = conn_params(info, *stream);
     if (rt.attach(std::move(stream), p, ctx->progress.get()) != 0) {
+      twin_forget(qp);
       rt.abort();
       return true;
     }
   } catch (...) {
     // The stream (if built) owns and closes fd; the QP can no longer connect.
+    twin_forget(qp);
     rt.abort();
     return true;
-  }
-  try {
-    twin_register(qp, rt.fd());
-  } catch (const std::bad_alloc&) {
-    // Not a twin then: its Writes are placed by the peer's progress thread, a little later.
   }
   if (debug_enabled()) {
     const engine::ConnParams p = rt.with_engine([](engine::Qp& e) { return e.params(); });
