@@ -28,9 +28,7 @@ sack_drop() {
   log "SACKs to SCTP port $1 dropped on lo"
 }
 sack_pass() { tc qdisc del dev lo root 2>/dev/null || true; }
-trap_old=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
-# shellcheck disable=SC2064
-trap "sack_pass; $trap_old" EXIT
+at_exit "sack_pass"
 
 # no_uiw_sleeper NAME: for 6 s, no task stays in uiw.ko (its functions are uiw_*) across two
 # samples 0.2 s apart (an ioctl or work item passing through is not a wait).

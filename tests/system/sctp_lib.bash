@@ -5,16 +5,14 @@
 # sctp_mode: loads the sctp module, sets llp=sctp on both uiw devices; restores tcp at exit
 # (after any EXIT trap already set, e.g. allow_local_sources).
 sctp_mode() {
-  local d old
+  local d
   modprobe sctp || fail "the VM kernel has no sctp module"
   for d in "$UIW0_DEV" "$UIW1_DEV"; do
     [ -e "/sys/class/infiniband/$d/llp" ] || fail "$d has no llp attribute (uiw.ko too old)"
     echo sctp >"/sys/class/infiniband/$d/llp"
     [ "$(cat "/sys/class/infiniband/$d/llp")" = sctp ] || fail "$d did not switch to sctp"
   done
-  old=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
-  # shellcheck disable=SC2064
-  trap "echo tcp >/sys/class/infiniband/$UIW0_DEV/llp; echo tcp >/sys/class/infiniband/$UIW1_DEV/llp; $old" EXIT
+  at_exit "echo tcp >/sys/class/infiniband/$UIW0_DEV/llp; echo tcp >/sys/class/infiniband/$UIW1_DEV/llp"
   log "$UIW0_DEV and $UIW1_DEV in SCTP mode"
 }
 

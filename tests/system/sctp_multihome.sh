@@ -12,9 +12,7 @@ allow_local_sources
 sctp_mode
 ip addr add 10.99.1.2/24 dev "$UIW0_NETDEV"
 ip addr add 10.99.2.2/24 dev "$UIW1_NETDEV"
-old=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
-# shellcheck disable=SC2064
-trap "ip addr del 10.99.1.2/24 dev $UIW0_NETDEV; ip addr del 10.99.2.2/24 dev $UIW1_NETDEV; $old" EXIT
+at_exit "ip addr del 10.99.1.2/24 dev $UIW0_NETDEV; ip addr del 10.99.2.2/24 dev $UIW1_NETDEV"
 
 port=7197
 sctp_capture_start

@@ -21,9 +21,7 @@ check=$UIW_BUILD/bin/uiw_cm_check
 [ -x "$check" ] || fail "$check missing: cmake --build \$UIW_BUILD --target uiw_cm_check"
 params=/sys/module/uiw/parameters
 crc_old=$(cat $params/mpa_crc)
-trap_old=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
-# shellcheck disable=SC2064
-trap "echo $crc_old >$params/mpa_crc; $trap_old" EXIT
+at_exit "echo $crc_old >$params/mpa_crc"
 cp "$UIW_ROOT/tests/system/uiw_flip_proxy.py" proxy.py
 
 port=19300

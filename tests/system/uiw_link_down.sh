@@ -22,9 +22,7 @@ check=$UIW_BUILD/bin/uiw_cm_check
 [ -x "$check" ] || fail "$check missing: cmake --build \$UIW_BUILD --target uiw_cm_check"
 nd=veth-uiw0
 retries_old=$(sysctl -n net.ipv4.tcp_retries2)
-trap_old=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
-# shellcheck disable=SC2064
-trap "tc qdisc del dev lo root 2>/dev/null || true; ip link set $nd up; sysctl -qw net.ipv4.tcp_retries2=$retries_old; $trap_old" EXIT
+at_exit "tc qdisc del dev lo root 2>/dev/null || true; ip link set $nd up; sysctl -qw net.ipv4.tcp_retries2=$retries_old"
 
 # link_down / link_up: the outage.
 link_down() {

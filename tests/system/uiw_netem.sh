@@ -15,12 +15,10 @@ source "$UIW_ROOT/providers/uiw/tests/allow_local_sources.sh"
 source "$UIW_ROOT/tests/system/sctp_lib.bash"
 allow_local_sources
 modprobe sch_netem || fail "the VM kernel has no sch_netem"
+at_exit "tc qdisc del dev lo root 2>/dev/null || true"
 # A refused connection here (REJECTED -111, seen once with the host overloaded) prints the
 # connection managers' messages and the TCP sockets.
 kernel_cm_debug
-trap_old=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
-# shellcheck disable=SC2064
-trap "tc qdisc del dev lo root 2>/dev/null || true; $trap_old" EXIT
 
 port=19100
 verified=0 # octets the receivers checked
