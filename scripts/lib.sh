@@ -65,3 +65,19 @@ uiw_kroot() {
   fi
   echo "$dir"
 }
+
+# uiw_copy_kernel_tree DEST: kernel/ and kernel-abi/ into DEST/ (the checkout stays clean),
+# keeping kbuild's outputs already in DEST so rebuilds stay incremental. Files are compared by
+# content and a changed one gets the current time: with the source's own mtime, a file older
+# than its object (another checkout, an older revision) was not rebuilt by make.
+uiw_copy_kernel_tree() {
+  local d
+  for d in kernel kernel-abi; do
+    [ -d "$UIW_ROOT/$d" ] || continue
+    mkdir -p "$1/$d"
+    rsync -a --checksum --no-times --delete --exclude='*.o' --exclude='*.ko' --exclude='*.mod' \
+      --exclude='*.mod.c' --exclude='.*.cmd' --exclude='modules.order' \
+      --exclude='Module.symvers' --exclude='.tmp_versions' --exclude='uiw_compat.h' \
+      "$UIW_ROOT/$d/" "$1/$d/"
+  done
+}

@@ -237,15 +237,7 @@ vm_build_uiw() {
   fi
   vm_log "building uiw.ko for $VM_KVER"
   mkdir -p "$dir/src"
-  for d in kernel kernel-abi; do
-    [ -d "$UIW_ROOT/$d" ] || continue
-    # Keep kbuild's outputs in the copy so rebuilds stay incremental. Files are compared by
-    # content and a changed one gets the current time: with the source's own mtime, a file
-    # older than its object (another checkout, an older revision) was not rebuilt by make.
-    rsync -a --checksum --no-times --delete --exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
-      --exclude='.*.cmd' --exclude='modules.order' --exclude='Module.symvers' \
-      --exclude='.tmp_versions' "$UIW_ROOT/$d/" "$dir/src/$d/"
-  done
+  uiw_copy_kernel_tree "$dir/src"
   rm -f "$dir/src/kernel/uiw.ko"
   # kernel/Makefile: the compat probes (uiw_compat.h), then Kbuild.
   if make -C "$dir/src/kernel" KDIR="/lib/modules/$VM_KVER/build" -j"$UIW_JOBS" >"$log" 2>&1 &&
