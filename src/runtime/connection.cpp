@@ -28,7 +28,9 @@ void Connection::pick_read_size() {
 
 bool Connection::receive() {
   bool moved = false;
-  for (int round = 0; round < kRxRounds && !rx_closed_; ++round) {
+  cut_short_ = false;
+  int round = 0;
+  for (; round < kRxRounds && !rx_closed_; ++round) {
     if (stage_off_ < stage_len_) {
       const size_t n = qp_->rx_feed({stage_.data() + stage_off_, stage_len_ - stage_off_});
       stage_off_ += n;
@@ -80,11 +82,15 @@ bool Connection::receive() {
         stage_off_ = qp_->rx_feed({stage_.data(), stage_len_});
         if (stage_off_ == stage_len_) {
           pick_read_size();
+          // An SCTP socket hands out one message per read whatever else is queued: there a
+          // short read proves nothing, and the next pass goes on.
+          cut_short_ = qp_->params().llp == engine::Llp::Sctp;
           break;
         }
       }
     }
   }
+  if (round == kRxRounds) cut_short_ = true;  // the read budget is spent, not the socket
   return moved;
 }
 

@@ -42,9 +42,15 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   // One non-blocking, bounded pass: receive what is there (at most kRxRounds reads), then send
-  // what the Qp has until the socket is full. Returns true if any byte moved: then there may be
-  // more to do, and the caller runs another pass (no readiness edge will announce it).
+  // what the Qp has until the socket is full. Returns true if any byte moved.
   bool progress();
+  // The last pass stopped before the socket said it was drained (its read budget was spent,
+  // or SCTP gave one message): run another, since no readiness edge will announce what is
+  // left. Otherwise the socket said EAGAIN or gave a short read, or the Qp stopped reading,
+  // and new bytes, buffer space or a post raise their own wakeup. One exception: a short read
+  // does not show a FIN that came with the data (Progress watches EPOLLRDHUP for that).
+  bool cut_short() const { return cut_short_; }
+  bool rx_closed() const { return rx_closed_; }
   void abort();  // the Qp flushes, the stream is reset (RST)
 
   int fd() const { return stream_->fd(); }
@@ -63,7 +69,7 @@ class Connection {
   size_t stage_off_ = 0, stage_len_ = 0;
   bool large_fpdus_ = false;                  // read kHeaderWindow, not the whole stage
   uint64_t mode_bytes_ = 0, mode_fpdus_ = 0;  // the Qp's counters at the last decision
-  bool rx_closed_ = false, tx_shut_ = false, blocked_ = false;
+  bool rx_closed_ = false, tx_shut_ = false, blocked_ = false, cut_short_ = false;
   ConnectionStats stats_;
 };
 

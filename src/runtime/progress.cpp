@@ -43,7 +43,7 @@ int Progress::add(QueuePair* q) {
     ev.data.u64 = id;
     if (epoll_ctl(epfd_, EPOLL_CTL_ADD, q->fd(), &ev) != 0) return -errno;
   }
-  qps_.emplace(id, Entry{q, false});
+  qps_.emplace(id, Entry{q, false, false});
   q->progress_id_ = id;
   queue_locked(id);  // what was posted before the connection came up goes out now
   wake_locked();
@@ -102,10 +102,14 @@ void Progress::run() {
         uint64_t v;
         [[maybe_unused]] ssize_t r = read(doorbell_, &v, sizeof v);
       } else {
+        if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+          auto it = qps_.find(evs[i].data.u64);
+          if (it != qps_.end()) it->second.hup = true;
+        }
         queue_locked(evs[i].data.u64);
       }
     }
-    // One pass for each QP ready now; those that moved bytes queue up again behind the rest.
+    // One pass for each QP ready now; those with more to read queue up again behind the rest.
     for (size_t k = ready_.size(); k > 0 && !stop_; --k) {
       const uint64_t id = ready_.front();
       ready_.pop_front();
@@ -115,11 +119,17 @@ void Progress::run() {
       QueuePair* q = it->second.qp;
       running_ = id;
       lock.unlock();
-      const bool moved = q->progress();
+      const QueuePair::PassResult r = q->pass();
       lock.lock();
       running_ = 0;
       pass_done_.notify_all();
-      if (moved) queue_locked(id);
+      it = qps_.find(id);
+      if (it == qps_.end()) continue;  // removed during its pass (from its own callback)
+      if (!r.rx_open) it->second.hup = false;
+      // A FIN still unread after a pass that moved bytes: the pass ended on the short read
+      // of the data that came with it. (One that moved nothing waits for a kick: the Qp is
+      // not reading.)
+      if (r.cut_short || (r.moved && it->second.hup)) queue_locked(id);
     }
   }
 }

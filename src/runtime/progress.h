@@ -2,8 +2,12 @@
 // Reads are answered and one-sided Writes placed with no help from the application. It is
 // driven by readiness: a pass touches only the QueuePairs whose socket epoll reported
 // (edge-triggered) or that were kicked after posting, each for one bounded pass
-// (Connection::progress) in turn; one that moved bytes goes to the back of the queue for
-// another, since no new edge will announce what it left. Idle connections cost nothing.
+// (Connection::progress) in turn. A pass that drained its socket is not run again until an
+// edge or a kick asks: another would cost an epoll_wait and a read that can only say EAGAIN.
+// One cut short (its read budget spent) goes to the back of the queue for another, since no
+// new edge will announce what it left; so does one whose edge carried the peer's FIN while
+// its receive side is still open (the FIN came with data, and the short read that took the
+// data did not show it). Idle connections cost nothing.
 #pragma once
 
 #include <atomic>
@@ -43,6 +47,7 @@ class Progress {
   struct Entry {
     QueuePair* qp;  // Unowned.
     bool queued;    // in ready_
+    bool hup;       // epoll reported the peer's FIN (or an error) and the pass has not read it
   };
   int epfd_ = -1;
   int doorbell_ = -1;  // eventfd, epoll key 0

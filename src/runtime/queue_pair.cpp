@@ -54,6 +54,13 @@ bool QueuePair::progress() {
   return conn_ && conn_->progress();
 }
 
+QueuePair::PassResult QueuePair::pass() {
+  std::lock_guard lock(mu_);
+  if (!conn_) return {};
+  const bool moved = conn_->progress();
+  return {moved, conn_->cut_short(), !conn_->rx_closed()};
+}
+
 bool QueuePair::drive(bool posted) {
   if (link() != Link::Up) return false;
   std::unique_lock lock(mu_, std::try_to_lock);

@@ -56,6 +56,12 @@ class QueuePair {
 
   // One pass (Connection::progress): true if bytes moved. Waits for a pass another thread runs.
   bool progress();
+  // Progress's pass: what it moved, whether it was cut short (Connection::cut_short), and
+  // whether the receive side is still open.
+  struct PassResult {
+    bool moved = false, cut_short = false, rx_open = false;
+  };
+  PassResult pass();
   // A pass in this thread unless another thread holds the QP: then that thread's pass moves
   // the bytes. After posting (posted), the holder may be past its transmit step, so the
   // Progress thread's doorbell is rung for one more pass; a poller needs none (what arrives
