@@ -44,6 +44,7 @@ UIW0_DEV=pk0 UIW1_DEV=pk1
 allow_local_sources
 
 port=7790
+syn_waits_for_listener $port $((port + 9))
 start_bg rping-server rping -s -a "$UIW0_ADDR" -p $port -C 10 -V -v
 wait_cm_listen $port
 run_fg rping-client 120 rping -c -a "$UIW0_ADDR" -I "$UIW1_ADDR" -p $port -C 10 -V -v

@@ -24,6 +24,7 @@ siw_tunable
 interop_netns
 
 port=18600
+syn_waits_for_listener $port $((port + 99))
 perftest_devices devices-uiw-srv ib_send_bw "$IXU_DEV" "$IXU_ADDR" "$IXS_DEV" "$IXS_ADDR" $((port++))
 perftest_devices devices-siw-srv ib_send_bw "$IXS_DEV" "$IXS_ADDR" "$IXU_DEV" "$IXU_ADDR" $((port++))
 for tool in ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_read_lat ib_send_lat; do

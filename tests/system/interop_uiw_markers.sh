@@ -13,6 +13,7 @@ source "$UIW_ROOT/tests/system/interop_lib.bash"
 interop_setup
 
 port=7800
+syn_waits_for_listener $port $((port + 99))
 for m in 1 2 3; do
   uiw_set mpa_markers=$m
   rping_pair "markers$m" "$UIW0_ADDR" "$UIW1_ADDR" $((port++)) 100 65000

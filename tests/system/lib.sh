@@ -28,6 +28,33 @@ at_exit() {
   trap "$cmd${3:+; $3}" EXIT
 }
 
+# syn_waits_for_listener LO HI: a TCP connection attempt to a port in LO..HI that finds no
+# listener is not refused: the RST the kernel answers its SYN with (sequence number 0, RFC 9293
+# §3.10.7.1) is dropped, so the connecting side retransmits the SYN (after 1 s) and meets the
+# listener that has appeared meanwhile. In init_net and every named namespace that exists now.
+# Why: perftest -R closes its listener after the connection that exchanges parameters and
+# listens again for the test's QPs; a client that connects in between is refused (REJECTED
+# -111, seen under load in CI with uiw and siw alike), and perftest 4.5 then crashes in its
+# retry path (a general protection fault in librdmacm; fixed upstream after 4.5).
+syn_waits_for_listener() {
+  local lo=$1 hi=$2 ns
+  local -a where=("")
+  mapfile -t -O 1 where < <(ip netns list | awk '{print $1}')
+  for ns in "${where[@]}"; do
+    local -a run=()
+    [ -z "$ns" ] || run=(ip netns exec "$ns")
+    "${run[@]}" nft -f - <<EOF
+table inet uiw_syn_wait {
+  chain out {
+    type filter hook output priority 0;
+    tcp sport $lo-$hi tcp flags & (syn | ack | rst) == rst | ack tcp sequence 0 drop
+  }
+}
+EOF
+  done
+  at_exit "$(printf 'for ns in "" %s; do ${ns:+ip netns exec $ns} nft delete table inet uiw_syn_wait 2>/dev/null || true; done' "${where[*]:1}")"
+}
+
 # kernel_cm_debug: turns on the dynamic debug messages of the connection managers of uiw.ko
 # and siw (siw_cm.c says why it refuses an MPA Reply, uiw.ko what it sent), and makes a
 # failure print them (FAIL_HOOK): evidence for a failure that does not come back on a rerun.
@@ -240,6 +267,7 @@ perftest_run() {
   local tool=$1 dev=$2 addr=$3 port=$4 size=$5 iters=$6 side
   shift 6
   local args=(-R -d "$dev" -p "$port" -s "$size" -n "$iters" "$@")
+  syn_waits_for_listener "$port" "$port"
   start_bg server "$tool" "${args[@]}"
   wait_cm_listen "$port"
   run_fg client 180 "$tool" "${args[@]}" "$addr"

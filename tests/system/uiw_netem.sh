@@ -21,6 +21,7 @@ at_exit "tc qdisc del dev lo root 2>/dev/null || true"
 kernel_cm_debug
 
 port=19100
+syn_waits_for_listener $port $((port + 99))
 verified=0 # octets the receivers checked
 
 netem_on() {

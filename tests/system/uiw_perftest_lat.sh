@@ -16,6 +16,7 @@ allow_local_sources
 kernel_cm_debug
 
 port=18530
+syn_waits_for_listener $port $((port + 69))
 
 # pair NAME TOOL ARGS...: TOOL's server on uiw0 and client on uiw1 (logs NAME-server.log,
 # NAME-client.log). perftest's cycle-counter calibration sometimes fails under TCG

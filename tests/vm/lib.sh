@@ -16,7 +16,7 @@ VM_QUIET=${VM_QUIET:-0}
 # Packages the VM needs on the host; the guest uses the same files through the 9p root.
 VM_PACKAGES=(qemu-system-x86 busybox-static linux-image-amd64 linux-headers-amd64 kmod cpio
   xz-utils rsync make gcc procps iproute2 rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest
-  python3-pyverbs tshark)
+  python3-pyverbs tshark nftables)
 
 vm_log() { [ "$VM_QUIET" = 1 ] || printf 'vm: %s\n' "$*" >&2; }
 vm_warn() { printf 'vm: %s\n' "$*" >&2; }
