@@ -4,11 +4,14 @@
 // whose speed drifts moves both), with the ratio, and with what one operation cost both
 // processes together: system calls, context switches and CPU time (bench/op_cost.h).
 //
-// Raw TCP comes in two variants: blocking (read() sleeps until data arrives) and busy-poll (both
-// ends spin on non-blocking recv, the lowest latency TCP offers). Latency ratios are against the
-// better of the two. uiw runs the same two ways: busy-poll (runtime::HostEndpoint without a
-// progress thread: the polling thread moves the bytes) and progress (a runtime::Progress thread
-// moves them while the application polls its CQ, as the provider runs).
+// uiw runs three ways, each against the raw TCP that waits the same way:
+//   busy      the application's thread moves the bytes and never sleeps (runtime::HostEndpoint
+//             without a progress thread, spinning on its CQ); against TCP whose ends spin on
+//             non-blocking recv, the lowest latency TCP offers.
+//   blocking  the same thread, but it sleeps in poll() whenever a look found nothing; against
+//             TCP whose read() sleeps until data arrives.
+//   progress  a runtime::Progress thread moves the bytes while the application spins on its CQ,
+//             as the provider runs; against the better of the two TCP variants.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -20,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -36,8 +40,10 @@ namespace {
 
 double g_seconds = 1.0;
 int g_lat_iters = 20000;
-// uiw's mode for the current rows: a Progress thread moves the bytes (true), or the thread
-// that polls does (false, busy-poll).
+enum class Mode { Busy, Blocking, Progress };
+const char* const kModeName[] = {"busy", "blocking", "progress"};
+// uiw's mode for the current rows; with Progress a Progress thread moves the bytes.
+Mode g_mode = Mode::Busy;
 bool g_progress_thread = false;
 pid_t g_client = getpid();
 
@@ -215,18 +221,17 @@ const char* g_test = "";  // the measurement running, for error messages
   die(what);
 }
 
-// Waits for one completion on the send (or receive) queue, busy-polling.
-// Spins, then blocks in poll(): busy-polling alone starves the peer when both processes share
-// few cores.
-// Spinning pays only with a spare core; on 2 CPUs it steals the peer's time slice.
-int kSpins = sysconf(_SC_NPROCESSORS_ONLN) > 2 ? 2000 : 0;  // UIW_BENCH_SPINS
+// Looks that find nothing before the polling thread sleeps in poll(): none in blocking mode,
+// unbounded in busy mode (UIW_BENCH_SPINS overrides both).
+int g_spins = 0;
 
+// Waits for one completion on the send (or receive) queue.
 Completion wait_one(runtime::HostEndpoint& ep, bool send) {
   Completion c;
-  for (int idle = 0;; ++idle) {
+  for (int64_t idle = 0;; ++idle) {
     // With a Progress thread the CQ is all the application looks at (no system call); the
     // thread itself blocks when its sockets are idle.
-    if (idle > kSpins && ep.busy_poll()) {
+    if (idle > g_spins && ep.busy_poll()) {
       ep.wait_io(1);
       idle = 0;
     }
@@ -323,16 +328,18 @@ Result uiw_send_bw(bool crc, size_t size) {
   return run_pair(
       [=](int lfd) {
         runtime::HostEndpoint ep(2, g_progress_thread);
-        std::vector<uint8_t> bufs(size * 2 * kBatch), ack(4);
-        const auto k = ep.reg(bufs.data(), bufs.size(), memory::kLocalWrite);
+        // Every receive lands in the same buffer, as the TCP baseline reads into one: 64
+        // buffers of 1 MiB would measure cache and TLB misses, not the data path.
+        std::vector<uint8_t> buf(size), ack(4);
+        const auto k = ep.reg(buf.data(), buf.size(), memory::kLocalWrite);
         const auto ak = ep.reg(ack.data(), ack.size(), 0);
-        for (int i = 0; i < 2 * kBatch; ++i) post_recv(ep, bufs.data() + i * size, size, k, i);
+        for (int i = 0; i < 2 * kBatch; ++i) post_recv(ep, buf.data(), size, k, i);
         if (ep.accept(lfd, mpa(crc)) != 0) return 2;
         post_send(ep, WrOpcode::Send, ack.data(), 0, ak, 0, 0, false);  // "ready"
         for (int got = 0;;) {
           const Completion c = wait_one(ep, false);
           if (c.byte_len == 0) break;  // "done"
-          post_recv(ep, bufs.data() + c.wr_id * size, size, k, c.wr_id);
+          post_recv(ep, buf.data(), size, k, c.wr_id);
           if (++got % kBatch == 0) post_send(ep, WrOpcode::Send, ack.data(), 1, ak, 0, 0, false);
         }
         post_send(ep, WrOpcode::Send, ack.data(), 0, ak);  // the only signaled one
@@ -453,10 +460,10 @@ Result uiw_write_lat(bool crc) {
         out[7] = v;
         post_send(ep, WrOpcode::RdmaWrite, out.data(), 8, ok, rkey, raddr, (i % 64) == 0);
       }
-      for (int idle = 0; *flag != v; ++idle) {
+      for (int64_t idle = 0; *flag != v; ++idle) {
         if (!ep.busy_poll()) continue;  // the Progress thread places the Write
         if (ep.progress()) idle = 0;
-        if (idle > kSpins) {
+        if (idle > g_spins) {
           ep.wait_io(1);
           idle = 0;
         }
@@ -526,7 +533,7 @@ void print_cost(const bench::Cost& c) {
 void row(const char* test, const char* size, bool crc, const Result& uiw, const Result& tcp,
          bool bw) {
   std::printf("%-9s %-5s %-8s %-3s %9.2f %-4s %9.2f %-4s %6.2fx |", test, size,
-              g_progress_thread ? "progress" : "busy", crc ? "on" : "off", uiw.value,
+              kModeName[static_cast<int>(g_mode)], crc ? "on" : "off", uiw.value,
               bw ? "Gb/s" : "us", tcp.value, bw ? "Gb/s" : "us", uiw.value / tcp.value);
   print_cost(uiw.cost);
   std::printf(" |");
@@ -535,8 +542,10 @@ void row(const char* test, const char* size, bool crc, const Result& uiw, const 
   std::fflush(stdout);
 }
 
-// The better raw TCP latency of the two variants, measured now.
-Result tcp_best_latency() {
+// The raw TCP latency uiw's current mode is compared with, measured now.
+Result tcp_latency() {
+  if (g_mode == Mode::Busy) return tcp_pingpong(true);
+  if (g_mode == Mode::Blocking) return tcp_pingpong(false);
   const Result blocking = tcp_pingpong(false), busy = tcp_pingpong(true);
   return busy.value < blocking.value ? busy : blocking;
 }
@@ -546,17 +555,19 @@ Result tcp_best_latency() {
 int main() {
   if (const char* s = getenv("UIW_BENCH_SECONDS")) g_seconds = atof(s);
   if (const char* s = getenv("UIW_BENCH_LAT_ITERS")) g_lat_iters = atoi(s);
-  if (const char* s = getenv("UIW_BENCH_SPINS")) kSpins = atoi(s);
-  const std::string modes = getenv("UIW_BENCH_MODES") ? getenv("UIW_BENCH_MODES") : "busy,progress";
+  const char* spins = getenv("UIW_BENCH_SPINS");
+  const std::string modes =
+      getenv("UIW_BENCH_MODES") ? getenv("UIW_BENCH_MODES") : "busy,blocking,progress";
   std::printf(
       "uiw engine benchmark: two processes over loopback TCP, %.1f s per bandwidth point, %d "
       "ping-pong round trips, %ld CPUs\n",
       g_seconds, g_lat_iters, sysconf(_SC_NPROCESSORS_ONLN));
   std::printf(
-      "mode busy: the polling thread moves the bytes; progress: a progress thread does, the "
-      "application only polls its CQ\n"
-      "raw TCP is measured just before each row: stream bandwidth with the same message size; "
-      "latency the better of blocking read and busy-poll recv (both printed first)\n"
+      "mode busy: the polling thread moves the bytes and spins (latency vs TCP busy-poll recv); "
+      "blocking: it sleeps in poll() when idle (vs TCP blocking read); progress: a progress "
+      "thread moves them, the application spins on its CQ (vs the better TCP)\n"
+      "raw TCP is measured just before each row: stream bandwidth with the same message size, "
+      "latency as above (both variants printed first)\n"
       "cost per operation (one message one way), both processes: system calls, context "
       "switches, CPU us\n");
   registry_costs();
@@ -571,9 +582,11 @@ int main() {
   std::printf("%-9s %-5s %-8s %-3s %14s %14s %7s | %6s %6s %7s | %6s %6s %7s\n", "test", "size",
               "mode", "crc", "uiw", "raw TCP", "ratio", "sys", "ctxsw", "cpu us", "sys", "ctxsw",
               "cpu us");
-  for (const bool progress : {false, true}) {
-    if (modes.find(progress ? "progress" : "busy") == std::string::npos) continue;
-    g_progress_thread = progress;
+  for (const Mode mode : {Mode::Busy, Mode::Blocking, Mode::Progress}) {
+    if (modes.find(kModeName[static_cast<int>(mode)]) == std::string::npos) continue;
+    g_mode = mode;
+    g_progress_thread = mode == Mode::Progress;
+    g_spins = spins ? atoi(spins) : mode == Mode::Blocking ? 0 : std::numeric_limits<int>::max();
     for (bool crc : {false, true}) {
       for (const size_t size : {size_t{64} << 10, size_t{1} << 20}) {
         const char* sz = size == (64 << 10) ? "64KiB" : "1MiB";
@@ -585,9 +598,9 @@ int main() {
         tcp = tcp_bandwidth(size);
         row("send bw", sz, crc, uiw_send_bw(crc, size), tcp, true);
       }
-      Result tcp = tcp_best_latency();
+      Result tcp = tcp_latency();
       row("send lat", "8B", crc, uiw_send_lat(crc), tcp, false);
-      tcp = tcp_best_latency();
+      tcp = tcp_latency();
       row("write lat", "8B", crc, uiw_write_lat(crc), tcp, false);
     }
   }

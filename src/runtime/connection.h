@@ -44,6 +44,10 @@ class Connection {
   // One non-blocking, bounded pass: receive what is there (at most kRxRounds reads), then send
   // what the Qp has until the socket is full. Returns true if any byte moved.
   bool progress();
+  // Only the transmit half of a pass: what a poster runs after posting. Receiving is left to
+  // whoever waits for completions (a poller, the Progress thread): a read here would put a
+  // syscall that finds nothing in front of every send on the latency path.
+  bool transmit_posted() { return transmit(); }
   // The last pass stopped before the socket said it was drained (its read budget was spent,
   // or SCTP gave one message): run another, since no readiness edge will announce what is
   // left. Otherwise the socket said EAGAIN or gave a short read, or the Qp stopped reading,

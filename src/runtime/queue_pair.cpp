@@ -69,7 +69,8 @@ bool QueuePair::drive(bool posted) {
     if (posted && progress_) progress_->kick(this);
     return false;
   }
-  return conn_ && conn_->progress();
+  if (!conn_) return false;
+  return posted ? conn_->transmit_posted() : conn_->progress();
 }
 
 void QueuePair::close() {

@@ -63,9 +63,10 @@ class QueuePair {
   };
   PassResult pass();
   // A pass in this thread unless another thread holds the QP: then that thread's pass moves
-  // the bytes. After posting (posted), the holder may be past its transmit step, so the
-  // Progress thread's doorbell is rung for one more pass; a poller needs none (what arrives
-  // raises a readiness edge of its own). True if bytes moved here.
+  // the bytes. After posting (posted), only the transmit half runs here (the send goes out in
+  // the poster's sendmsg), and if another thread holds the QP it may be past its transmit
+  // step, so the Progress thread's doorbell is rung for one more pass; a poller needs none
+  // (what arrives raises a readiness edge of its own). True if bytes moved here.
   bool drive(bool posted);
 
   void close();  // graceful: finish the queued sends, then FIN (the next passes do it)

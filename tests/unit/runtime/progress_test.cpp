@@ -195,5 +195,51 @@ TEST(ProgressTest, DataAndFinInOneEdgeAreBothRead) {
   close(lfd);
 }
 
+// Counts the calls; reads find nothing, writes take all.
+class CountingStream final : public transport::ByteStream {
+ public:
+  transport::IoResult readv(const iovec*, int) override {
+    ++reads;
+    return {transport::IoStatus::WouldBlock, 0, 0};
+  }
+  transport::IoResult writev(const iovec* iov, int n) override {
+    size_t total = 0;
+    for (int i = 0; i < n; ++i) total += iov[i].iov_len;
+    ++writes;
+    return {transport::IoStatus::Ok, total, 0};
+  }
+  int fd() const override { return -1; }
+  void shutdown_write() override {}
+  void abort() override {}
+  uint32_t emss() const override { return 1460; }
+  int reads = 0, writes = 0;
+};
+
+// The poster's own pass sends what it posted and nothing else: one write, no read that could
+// only find the socket empty in front of the send (the latency path of every ping-pong).
+TEST(QueuePairTest, APostIsSentWithOneWriteAndNoRead) {
+  engine::test::Side side(1);
+  std::vector<uint8_t> src(8, 0x5a);
+  const memory::Stag k = side.reg_mr(src, 0);
+  QueuePair qp(config_of(side, 1));
+  auto s = std::make_unique<CountingStream>();
+  CountingStream* stream = s.get();
+  engine::ConnParams params;
+  params.initiator = true;
+  ASSERT_EQ(qp.attach(std::move(s), params, nullptr), 0);
+  engine::SendWr w;
+  w.wr_id = 1;
+  w.flags = engine::kSendSignaled;
+  w.num_sge = 1;
+  w.sg_list[0] = engine::test::sge_of(src, k);
+  ASSERT_EQ(qp.post_send(w), 0);
+  EXPECT_TRUE(qp.drive(true));
+  EXPECT_EQ(stream->writes, 1);
+  EXPECT_EQ(stream->reads, 0);
+  // A poller's pass still reads.
+  qp.drive(false);
+  EXPECT_EQ(stream->reads, 1);
+}
+
 }  // namespace
 }  // namespace uiw::runtime
