@@ -2,6 +2,7 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace uiw::runtime {
@@ -44,8 +45,14 @@ bool Connection::receive() {
     const bool direct = need.len >= kDirectMin && qp_->rx_directable();
     if (!direct) qp_->rx_cancel();  // the staged path asks again when it copies
     const size_t stage_want = large_fpdus_ ? kHeaderWindow : stage_.size();
-    iovec iov = direct ? iovec{need.dst, need.len} : iovec{stage_.data(), stage_want};
-    const transport::IoResult r = stream_->readv(&iov, 1);
+    // A directed read also takes up to a header window of what follows the payload into the
+    // stage (the FPDU's trailer and the next headers; the stage is empty here): one system
+    // call per large FPDU instead of one for its payload and one for the next headers. Over
+    // SCTP a read never crosses a message, so nothing would follow.
+    const bool scatter = direct && qp_->params().llp == engine::Llp::Mpa;
+    iovec iov[2] = {direct ? iovec{need.dst, need.len} : iovec{stage_.data(), stage_want},
+                    iovec{stage_.data(), kHeaderWindow}};
+    const transport::IoResult r = stream_->readv(iov, scatter ? 2 : 1);
     if (direct && r.status == IoStatus::Error && r.err == EFAULT) {
       // The kernel could not write the application's page (unmapped, read-only): the bytes
       // stay in the socket, the Qp ends the stream and reads on into its drain.
@@ -69,9 +76,12 @@ bool Connection::receive() {
     }
     moved = true;
     if (direct) {
+      const size_t placed = std::min(r.bytes, need.len);
       ++stats_.directed_reads;
-      stats_.directed_bytes += r.bytes;
-      qp_->rx_commit(r.bytes);
+      stats_.directed_bytes += placed;
+      qp_->rx_commit(placed);
+      stage_off_ = 0;
+      stage_len_ = r.bytes - placed;  // fed on the next round
     } else {
       ++stats_.staged_reads;
       stage_off_ = 0;

@@ -4,7 +4,8 @@
 // Receive policy: headers and small payloads are read in bulk into a staging buffer (one
 // syscall for many small FPDUs, copied out by Qp::rx_feed); once the Qp waits for a payload of
 // at least kDirectMin bytes and the staging buffer is empty, the bytes are read straight into
-// their destination (Qp::rx_need / rx_commit: the directed read, no copy). While the FPDUs are
+// their destination (Qp::rx_need / rx_commit: the directed read, no copy), with a header
+// window of what follows scattered into the staging buffer by the same read. While the FPDUs are
 // that large, a staged read takes only kHeaderWindow bytes (the trailer before, the headers
 // and the start of the payload), so the rest of each payload goes direct: a bulk read would
 // swallow whole FPDUs (TCP over loopback hands over 64 KiB at a time, two 32 KiB FPDUs) and
