@@ -6,11 +6,16 @@
 #   VM_UIW_STATE VM_UIW_KO VM_UIW_REASON  uiw.ko built from kernel/ (when it exists)
 # *_STATE is ok | absent (not expected to exist: skip) | failed (expected but broken: fail).
 # Artifacts live under $VM_DIR (= $UIW_BUILD/vm), cached by content keys.
+# UIW_VM_KROOT=DIR boots another release's kernel instead: DIR is a root made by uiw_kroot
+# (scripts/lib.sh) holding boot/vmlinuz-<kver>, its module tree and headers. uiw.ko is then
+# built inside DIR (its compiler, its headers), the guest sees DIR's module tree at
+# /lib/modules/<kver>, and siw is left out (Debian ships none; ours is built from 6.1's source).
 
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 
 VM_SRC=$UIW_ROOT/tests/vm
 VM_DIR=$UIW_BUILD/vm
+VM_KROOT=${UIW_VM_KROOT:-}
 VM_QUIET=${VM_QUIET:-0}
 
 # Packages the VM needs on the host; the guest uses the same files through the 9p root.
@@ -53,14 +58,19 @@ vm_need_packages() {
 # Picks the newest installed kernel that has both its module tree and its headers
 # (/lib/modules/<kver>/build); UIW_VM_KERNEL=<kver> forces one.
 vm_pick_kernel() {
-  local img k best="" seen=""
-  for img in /boot/vmlinuz-*; do
+  local img k best="" seen="" r=$VM_KROOT
+  for img in "$r"/boot/vmlinuz-*; do
     [ -f "$img" ] || continue
-    k=${img#/boot/vmlinuz-}
+    k=${img#"$r"/boot/vmlinuz-}
     seen+=" $k"
     if [ -n "${UIW_VM_KERNEL:-}" ] && [ "$k" != "$UIW_VM_KERNEL" ]; then continue; fi
-    [ -f "/lib/modules/$k/modules.dep" ] || continue
-    [ -f "/lib/modules/$k/build/Makefile" ] || continue
+    [ -f "$r/lib/modules/$k/modules.dep" ] || continue
+    if [ -n "$r" ]; then
+      # build is an absolute link, valid inside the root
+      [ -f "$r/usr/src/linux-headers-$k/Makefile" ] || continue
+    else
+      [ -f "/lib/modules/$k/build/Makefile" ] || continue
+    fi
     best=$(printf '%s\n%s\n' "$best" "$k" | sed '/^$/d' | sort -V | tail -n1)
   done
   if [ -z "$best" ]; then
@@ -74,7 +84,7 @@ vm_pick_kernel() {
   apt-get install linux-headers-$want"
   fi
   VM_KVER=$best
-  VM_KERNEL=/boot/vmlinuz-$best
+  VM_KERNEL=$r/boot/vmlinuz-$best
   [ -r "$VM_KERNEL" ] || vm_die "$VM_KERNEL is not readable"
 }
 
@@ -123,9 +133,10 @@ VM_INITRD_MODULES=(virtio_pci virtio_console 9pnet_virtio 9p overlay)
 vm_build_initramfs() {
   local mods key out tmp f
   mods=$(for f in "${VM_INITRD_MODULES[@]}"; do
-    modprobe -S "$VM_KVER" --show-depends "$f" || vm_die "module $f missing for $VM_KVER"
+    modprobe ${VM_KROOT:+-d "$VM_KROOT"} -S "$VM_KVER" --show-depends "$f" ||
+      vm_die "module $f missing for $VM_KVER"
   done | awk '$1 == "insmod" && !seen[$2]++ { print $2 }')
-  key=$(vm_key "$VM_KVER" "$VM_SRC/initramfs-init" /bin/busybox $mods)
+  key=$(vm_key "$VM_KVER" "$VM_KROOT" "$VM_SRC/initramfs-init" /bin/busybox $mods)
   out=$VM_DIR/initramfs-$VM_KVER.cpio
   VM_INITRD=$out
   [ -f "$out" ] && [ "$(cat "$out.key" 2>/dev/null)" = "$key" ] && return 0
@@ -172,6 +183,10 @@ vm_build_siw_tunable() {
 # siw.ko from Debian's linux-source-<maj.min> (Debian ships no siw): the driver directory is
 # extracted once per source version and built out of tree against the chosen kernel's headers.
 vm_build_siw() {
+  if [ -n "$VM_KROOT" ]; then
+    VM_SIW_STATE=absent VM_SIW_KO="" VM_SIW_REASON="not built for a release root (UIW_VM_KROOT)"
+    return 0
+  fi
   VM_SIW_STATE=failed VM_SIW_KO="" VM_SIW_REASON=""
   local series pkg tarball srcver key dir log src
   series=$(echo "$VM_KVER" | cut -d. -f1,2)
@@ -225,7 +240,9 @@ vm_build_uiw() {
   local dir=$VM_DIR/uiw-$VM_KVER log key d files
   log=$dir.log
   files=$(cd "$UIW_ROOT" && find kernel kernel-abi -type f 2>/dev/null | sort)
-  key=$(cd "$UIW_ROOT" && vm_key "$VM_KVER" "/lib/modules/$VM_KVER/build/Module.symvers" $files)
+  local symvers=/lib/modules/$VM_KVER/build/Module.symvers
+  [ -z "$VM_KROOT" ] || symvers=$VM_KROOT/usr/src/linux-headers-$VM_KVER/Module.symvers
+  key=$(cd "$UIW_ROOT" && vm_key "$VM_KVER" "$VM_KROOT" "$symvers" $files)
   if [ "$(cat "$dir/.key" 2>/dev/null)" = "$key" ]; then
     if [ -f "$dir/src/kernel/uiw.ko" ]; then
       VM_UIW_STATE=ok VM_UIW_KO=$dir/src/kernel/uiw.ko
@@ -240,8 +257,12 @@ vm_build_uiw() {
   uiw_copy_kernel_tree "$dir/src"
   rm -f "$dir/src/kernel/uiw.ko"
   # kernel/Makefile: the compat probes (uiw_compat.h), then Kbuild.
-  if make -C "$dir/src/kernel" KDIR="/lib/modules/$VM_KVER/build" -j"$UIW_JOBS" >"$log" 2>&1 &&
-    [ -f "$dir/src/kernel/uiw.ko" ]; then
+  if [ -n "$VM_KROOT" ]; then
+    vm_build_uiw_in_root "$dir" >"$log" 2>&1
+  else
+    make -C "$dir/src/kernel" KDIR="/lib/modules/$VM_KVER/build" -j"$UIW_JOBS" >"$log" 2>&1
+  fi
+  if [ -f "$dir/src/kernel/uiw.ko" ]; then
     VM_UIW_STATE=ok VM_UIW_KO=$dir/src/kernel/uiw.ko
     if grep -q 'warning:' "$log"; then vm_warn "uiw.ko built with warnings (log: $log)"; fi
   else
@@ -250,6 +271,21 @@ vm_build_uiw() {
     grep -m 20 -E 'error|Error' "$log" >&2 || tail -n 20 "$log" >&2
   fi
   echo "$key" >"$dir/.key"
+}
+
+# vm_build_uiw_in_root DIR: uiw.ko for VM_KROOT's kernel, built in that root (its gcc and
+# headers), copied to DIR/src/kernel/uiw.ko.
+vm_build_uiw_in_root() {
+  local dir=$1
+  uiw_copy_kernel_tree "$VM_KROOT/uiw-vm"
+  rm -f "$VM_KROOT/uiw-vm/kernel/uiw.ko"
+  # objtool reads /proc; the mount ends with the subshell, however it ends.
+  (
+    trap 'umount "$VM_KROOT/proc" 2>/dev/null || true' EXIT
+    mountpoint -q "$VM_KROOT/proc" || mount -t proc proc "$VM_KROOT/proc"
+    chroot "$VM_KROOT" make -C /uiw-vm/kernel KDIR="/usr/src/linux-headers-$VM_KVER" \
+      -j"$UIW_JOBS"
+  ) && cp "$VM_KROOT/uiw-vm/kernel/uiw.ko" "$dir/src/kernel/uiw.ko"
 }
 
 # The rdma-core provider, when the build tree has one (providers/uiw/CMakeLists.txt puts it in
