@@ -9,7 +9,7 @@
 # UIW_VM_KROOT=DIR boots another release's kernel instead: DIR is a root made by uiw_kroot
 # (scripts/lib.sh) holding boot/vmlinuz-<kver>, its module tree and headers. uiw.ko is then
 # built inside DIR (its compiler, its headers), the guest sees DIR's module tree at
-# /lib/modules/<kver>, and siw is left out (Debian ships none; ours is built from 6.1's source).
+# /lib/modules/<kver>, and siw is built in DIR from its linux-source (Debian ships no siw.ko).
 
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 
@@ -173,7 +173,7 @@ vm_build_siw_tunable() {
   local src=$1 key=$2 out=$VM_DIR/siw-tunable-$VM_KVER
   [ "$(cat "$out/.key" 2>/dev/null)" = "$key" ] && [ -f "$out/siw.ko" ] && return 0
   vm_log "building the tunable siw variant for the interop tests"
-  if siw_tunable_build "$out" "$VM_KVER" "$src"; then
+  if siw_tunable_build "$out" "$VM_KVER" "$src" vm_make_siw; then
     echo "$key" >"$out/.key"
   else
     vm_warn "the tunable siw variant failed to build (log: $out.log)"
@@ -183,20 +183,25 @@ vm_build_siw_tunable() {
 # siw.ko from Debian's linux-source-<maj.min> (Debian ships no siw): the driver directory is
 # extracted once per source version and built out of tree against the chosen kernel's headers.
 vm_build_siw() {
-  if [ -n "$VM_KROOT" ]; then
-    VM_SIW_STATE=absent VM_SIW_KO="" VM_SIW_REASON="not built for a release root (UIW_VM_KROOT)"
-    return 0
-  fi
   VM_SIW_STATE=failed VM_SIW_KO="" VM_SIW_REASON=""
   local series pkg tarball srcver key dir log src
   series=$(echo "$VM_KVER" | cut -d. -f1,2)
   pkg=linux-source-$series
-  tarball=/usr/src/$pkg.tar.xz
-  if ! vm_pkg_installed "$pkg" || [ ! -f "$tarball" ]; then
-    vm_need_packages "$pkg"
-    [ -f "$tarball" ] || { VM_SIW_REASON="$tarball missing (apt-get install $pkg)"; return 0; }
+  tarball=$VM_KROOT/usr/src/$pkg.tar.xz
+  if [ -n "$VM_KROOT" ]; then
+    # The release's own source, installed in its root (tests/vm/run-release-kernels does).
+    srcver=$(chroot "$VM_KROOT" dpkg-query -W -f='${Version}' "$pkg" 2>/dev/null) || srcver=""
+    if [ -z "$srcver" ] || [ ! -f "$tarball" ]; then
+      VM_SIW_STATE=absent VM_SIW_REASON="no $pkg in $VM_KROOT"
+      return 0
+    fi
+  else
+    if ! vm_pkg_installed "$pkg" || [ ! -f "$tarball" ]; then
+      vm_need_packages "$pkg"
+      [ -f "$tarball" ] || { VM_SIW_REASON="$tarball missing (apt-get install $pkg)"; return 0; }
+    fi
+    srcver=$(dpkg-query -W -f='${Version}' "$pkg")
   fi
-  srcver=$(dpkg-query -W -f='${Version}' "$pkg")
   src=$VM_DIR/src/$pkg-$srcver
   if [ ! -f "$src/.extracted" ]; then
     vm_log "extracting drivers/infiniband/sw/siw from $tarball (once per source version)"
@@ -208,7 +213,7 @@ vm_build_siw() {
     touch "$src/.extracted"
   fi
   dir=$VM_DIR/siw-$VM_KVER
-  key=$(vm_key "$VM_KVER" "$srcver" "/lib/modules/$VM_KVER/build/Module.symvers")
+  key=$(vm_key "$VM_KVER" "$VM_KROOT" "$srcver" "/lib/modules/$VM_KVER/build/Module.symvers")
   log=$dir.log
   if [ -f "$dir/siw.ko" ] && [ "$(cat "$dir/.key" 2>/dev/null)" = "$key" ]; then
     VM_SIW_STATE=ok VM_SIW_KO=$dir/siw.ko
@@ -218,8 +223,7 @@ vm_build_siw() {
   vm_log "building siw.ko from $pkg $srcver for $VM_KVER"
   rm -rf "$dir" && mkdir -p "$dir"
   cp -a "$src/drivers/infiniband/sw/siw/." "$dir/"
-  if make -C "/lib/modules/$VM_KVER/build" M="$dir" CONFIG_RDMA_SIW=m -j"$UIW_JOBS" modules \
-    >"$log" 2>&1 && [ -f "$dir/siw.ko" ]; then
+  if vm_make_siw "$dir" >"$log" 2>&1 && [ -f "$dir/siw.ko" ]; then
     echo "$key" >"$dir/.key"
     VM_SIW_STATE=ok VM_SIW_KO=$dir/siw.ko
     vm_build_siw_tunable "$src/drivers/infiniband/sw/siw" "$key"
@@ -271,6 +275,24 @@ vm_build_uiw() {
     grep -m 20 -E 'error|Error' "$log" >&2 || tail -n 20 "$log" >&2
   fi
   echo "$key" >"$dir/.key"
+}
+
+# vm_make_siw DIR: builds siw's sources in DIR against VM_KVER's headers; with VM_KROOT inside
+# that root (DIR is copied in, siw.ko back).
+vm_make_siw() {
+  local dir=$1 in
+  if [ -z "$VM_KROOT" ]; then
+    make -C "/lib/modules/$VM_KVER/build" M="$dir" CONFIG_RDMA_SIW=m -j"$UIW_JOBS" modules
+    return
+  fi
+  in=/uiw-vm/$(basename "$dir")
+  rm -rf "${VM_KROOT:?}$in" && mkdir -p "$VM_KROOT$in" && cp -a "$dir/." "$VM_KROOT$in/"
+  (
+    trap 'umount "$VM_KROOT/proc" 2>/dev/null || true' EXIT
+    mountpoint -q "$VM_KROOT/proc" || mount -t proc proc "$VM_KROOT/proc"
+    chroot "$VM_KROOT" make -C "/usr/src/linux-headers-$VM_KVER" M="$in" CONFIG_RDMA_SIW=m \
+      -j"$UIW_JOBS" modules
+  ) && cp "$VM_KROOT$in/siw.ko" "$dir/siw.ko"
 }
 
 # vm_build_uiw_in_root DIR: uiw.ko for VM_KROOT's kernel, built in that root (its gcc and
