@@ -66,6 +66,18 @@ uiw_kroot() {
   echo "$dir"
 }
 
+# uiw_in_root ROOT CMD...: CMD chrooted into ROOT with ROOT/proc mounted for it (kbuild's
+# objtool reads /proc), unmounted afterwards however CMD ends.
+uiw_in_root() {
+  local root=$1
+  shift
+  (
+    trap 'umount "$root/proc" 2>/dev/null || true' EXIT
+    mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
+    chroot "$root" "$@"
+  )
+}
+
 # uiw_copy_kernel_tree DEST: kernel/ and kernel-abi/ into DEST/ (the checkout stays clean),
 # keeping kbuild's outputs already in DEST so rebuilds stay incremental. Files are compared by
 # content and a changed one gets the current time: with the source's own mtime, a file older

@@ -45,10 +45,11 @@ class Connection {
   // One non-blocking, bounded pass: receive what is there (at most kRxRounds reads), then send
   // what the Qp has until the socket is full. Returns true if any byte moved.
   bool progress();
-  // Only the transmit half of a pass: what a poster runs after posting. Receiving is left to
-  // whoever waits for completions (a poller, the Progress thread): a read here would put a
-  // syscall that finds nothing in front of every send on the latency path.
-  bool transmit_posted() { return transmit(); }
+  // Only the transmit half of a pass (send what the Qp has until the socket is full): what a
+  // poster runs after posting. Receiving is left to whoever waits for completions (a poller,
+  // the Progress thread): a read here would put a syscall that finds nothing in front of
+  // every send on the latency path.
+  bool transmit();
   // The last pass stopped before the socket said it was drained (its read budget was spent,
   // or SCTP gave one message): run another, since no readiness edge will announce what is
   // left. Otherwise the socket said EAGAIN or gave a short read, or the Qp stopped reading,
@@ -65,7 +66,6 @@ class Connection {
 
  private:
   bool receive();
-  bool transmit();
   void pick_read_size();  // after the staging buffer was consumed
 
   engine::Qp* const qp_;  // Unowned.

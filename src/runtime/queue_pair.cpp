@@ -70,7 +70,7 @@ bool QueuePair::drive(bool posted) {
     return false;
   }
   if (!conn_) return false;
-  return posted ? conn_->transmit_posted() : conn_->progress();
+  return posted ? conn_->transmit() : conn_->progress();
 }
 
 void QueuePair::close() {

@@ -55,8 +55,14 @@ vm_need_packages() {
   install them by hand: apt-get install ${missing[*]}"
 }
 
+# vm_headers KVER: KVER's headers as the build sees them: /lib/modules/<kver>/build on the host,
+# or in VM_KROOT (whose build link is absolute, valid inside the root only) their own directory.
+vm_headers() {
+  if [ -n "$VM_KROOT" ]; then echo "/usr/src/linux-headers-$1"; else echo "/lib/modules/$1/build"; fi
+}
+
 # Picks the newest installed kernel that has both its module tree and its headers
-# (/lib/modules/<kver>/build); UIW_VM_KERNEL=<kver> forces one.
+# (vm_headers); UIW_VM_KERNEL=<kver> forces one. Sets VM_KVER, VM_KHDR, VM_KERNEL.
 vm_pick_kernel() {
   local img k best="" seen="" r=$VM_KROOT
   for img in "$r"/boot/vmlinuz-*; do
@@ -65,12 +71,7 @@ vm_pick_kernel() {
     seen+=" $k"
     if [ -n "${UIW_VM_KERNEL:-}" ] && [ "$k" != "$UIW_VM_KERNEL" ]; then continue; fi
     [ -f "$r/lib/modules/$k/modules.dep" ] || continue
-    if [ -n "$r" ]; then
-      # build is an absolute link, valid inside the root
-      [ -f "$r/usr/src/linux-headers-$k/Makefile" ] || continue
-    else
-      [ -f "/lib/modules/$k/build/Makefile" ] || continue
-    fi
+    [ -f "$r$(vm_headers "$k")/Makefile" ] || continue
     best=$(printf '%s\n%s\n' "$best" "$k" | sed '/^$/d' | sort -V | tail -n1)
   done
   if [ -z "$best" ]; then
@@ -84,6 +85,7 @@ vm_pick_kernel() {
   apt-get install linux-headers-$want"
   fi
   VM_KVER=$best
+  VM_KHDR=$(vm_headers "$best")
   VM_KERNEL=$r/boot/vmlinuz-$best
   [ -r "$VM_KERNEL" ] || vm_die "$VM_KERNEL is not readable"
 }
@@ -213,7 +215,7 @@ vm_build_siw() {
     touch "$src/.extracted"
   fi
   dir=$VM_DIR/siw-$VM_KVER
-  key=$(vm_key "$VM_KVER" "$VM_KROOT" "$srcver" "/lib/modules/$VM_KVER/build/Module.symvers")
+  key=$(vm_key "$VM_KVER" "$VM_KROOT" "$srcver" "$VM_KROOT$VM_KHDR/Module.symvers")
   log=$dir.log
   if [ -f "$dir/siw.ko" ] && [ "$(cat "$dir/.key" 2>/dev/null)" = "$key" ]; then
     VM_SIW_STATE=ok VM_SIW_KO=$dir/siw.ko
@@ -244,9 +246,7 @@ vm_build_uiw() {
   local dir=$VM_DIR/uiw-$VM_KVER log key d files
   log=$dir.log
   files=$(cd "$UIW_ROOT" && find kernel kernel-abi -type f 2>/dev/null | sort)
-  local symvers=/lib/modules/$VM_KVER/build/Module.symvers
-  [ -z "$VM_KROOT" ] || symvers=$VM_KROOT/usr/src/linux-headers-$VM_KVER/Module.symvers
-  key=$(cd "$UIW_ROOT" && vm_key "$VM_KVER" "$VM_KROOT" "$symvers" $files)
+  key=$(cd "$UIW_ROOT" && vm_key "$VM_KVER" "$VM_KROOT" "$VM_KROOT$VM_KHDR/Module.symvers" $files)
   if [ "$(cat "$dir/.key" 2>/dev/null)" = "$key" ]; then
     if [ -f "$dir/src/kernel/uiw.ko" ]; then
       VM_UIW_STATE=ok VM_UIW_KO=$dir/src/kernel/uiw.ko
@@ -264,7 +264,7 @@ vm_build_uiw() {
   if [ -n "$VM_KROOT" ]; then
     vm_build_uiw_in_root "$dir" >"$log" 2>&1
   else
-    make -C "$dir/src/kernel" KDIR="/lib/modules/$VM_KVER/build" -j"$UIW_JOBS" >"$log" 2>&1
+    make -C "$dir/src/kernel" KDIR="$VM_KHDR" -j"$UIW_JOBS" >"$log" 2>&1
   fi
   if [ -f "$dir/src/kernel/uiw.ko" ]; then
     VM_UIW_STATE=ok VM_UIW_KO=$dir/src/kernel/uiw.ko
@@ -282,17 +282,13 @@ vm_build_uiw() {
 vm_make_siw() {
   local dir=$1 in
   if [ -z "$VM_KROOT" ]; then
-    make -C "/lib/modules/$VM_KVER/build" M="$dir" CONFIG_RDMA_SIW=m -j"$UIW_JOBS" modules
+    make -C "$VM_KHDR" M="$dir" CONFIG_RDMA_SIW=m -j"$UIW_JOBS" modules
     return
   fi
   in=/uiw-vm/$(basename "$dir")
   rm -rf "${VM_KROOT:?}$in" && mkdir -p "$VM_KROOT$in" && cp -a "$dir/." "$VM_KROOT$in/"
-  (
-    trap 'umount "$VM_KROOT/proc" 2>/dev/null || true' EXIT
-    mountpoint -q "$VM_KROOT/proc" || mount -t proc proc "$VM_KROOT/proc"
-    chroot "$VM_KROOT" make -C "/usr/src/linux-headers-$VM_KVER" M="$in" CONFIG_RDMA_SIW=m \
-      -j"$UIW_JOBS" modules
-  ) && cp "$VM_KROOT$in/siw.ko" "$dir/siw.ko"
+  uiw_in_root "$VM_KROOT" make -C "$VM_KHDR" M="$in" CONFIG_RDMA_SIW=m -j"$UIW_JOBS" modules &&
+    cp "$VM_KROOT$in/siw.ko" "$dir/siw.ko"
 }
 
 # vm_build_uiw_in_root DIR: uiw.ko for VM_KROOT's kernel, built in that root (its gcc and
@@ -301,13 +297,8 @@ vm_build_uiw_in_root() {
   local dir=$1
   uiw_copy_kernel_tree "$VM_KROOT/uiw-vm"
   rm -f "$VM_KROOT/uiw-vm/kernel/uiw.ko"
-  # objtool reads /proc; the mount ends with the subshell, however it ends.
-  (
-    trap 'umount "$VM_KROOT/proc" 2>/dev/null || true' EXIT
-    mountpoint -q "$VM_KROOT/proc" || mount -t proc proc "$VM_KROOT/proc"
-    chroot "$VM_KROOT" make -C /uiw-vm/kernel KDIR="/usr/src/linux-headers-$VM_KVER" \
-      -j"$UIW_JOBS"
-  ) && cp "$VM_KROOT/uiw-vm/kernel/uiw.ko" "$dir/src/kernel/uiw.ko"
+  uiw_in_root "$VM_KROOT" make -C /uiw-vm/kernel KDIR="$VM_KHDR" -j"$UIW_JOBS" &&
+    cp "$VM_KROOT/uiw-vm/kernel/uiw.ko" "$dir/src/kernel/uiw.ko"
 }
 
 # The rdma-core provider, when the build tree has one (providers/uiw/CMakeLists.txt puts it in
