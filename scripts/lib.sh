@@ -93,3 +93,13 @@ uiw_copy_kernel_tree() {
       "$UIW_ROOT/$d/" "$1/$d/"
   done
 }
+
+# uiw_free_udp_port [NOT]: a loopback UDP port nothing is bound to now (and not NOT).
+uiw_free_udp_port() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 40000))
+    [ "$p" != "${1:-}" ] || continue
+    ss -Hunl "sport = :$p" | grep -q . || { echo "$p"; return 0; }
+  done
+}

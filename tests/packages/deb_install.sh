@@ -2,7 +2,8 @@
 # needs: uiw
 # timeout: 1500
 # The Debian packages as a user gets them (run by tests/packages/run-packages inside the VM,
-# after it built the .debs into $UIW_BUILD/packages/deb): the harness's own uiw.ko and
+# after it built the .debs into $UIW_DEBS: $UIW_BUILD/packages/deb for the host's release, /pkg
+# in a booted release root): the harness's own uiw.ko and
 # provider are taken away, apt installs uiw-dkms and ibverbs-provider-uiw, DKMS builds uiw.ko
 # for the running kernel, modprobe loads that build, devices made with `rdma link add` carry
 # rping -V, ibv_rc_pingpong -g (connect-on-RTR), ib_write_bw -R and ib_send_lat -R between
@@ -10,7 +11,7 @@
 source "$UIW_ROOT/tests/system/lib.sh"
 source "$UIW_ROOT/providers/uiw/tests/allow_local_sources.sh"
 
-debs=$UIW_BUILD/packages/deb
+debs=${UIW_DEBS:-$UIW_BUILD/packages/deb}
 ls "$debs"/uiw-dkms_*_all.deb "$debs"/ibverbs-provider-uiw_*_amd64.deb >/dev/null ||
   fail "no packages in $debs (tests/packages/run-packages builds them)"
 kver=$(uname -r)
@@ -24,16 +25,20 @@ rmmod uiw || fail "rmmod uiw (the harness's module)"
 rm -f "$plugdir"/libuiw-rdmav*.so /etc/libibverbs.d/uiw.driver
 unset RDMAV_DRIVERS IBV_DRIVERS
 
+log "$(. /etc/os-release && echo "$PRETTY_NAME"), rdma-core $(dpkg-query -W -f='${Version}' libibverbs1)"
 log "apt-get install (DKMS builds uiw.ko for $kver)"
 t0=$SECONDS
 apt-get install -y "$debs"/uiw-dkms_*_all.deb \
   "$debs"/ibverbs-provider-uiw_*_amd64.deb >apt.log 2>&1 || { show apt; fail "apt-get install"; }
 log "installed in $((SECONDS - t0)) s"
 dkms status uiw >dkms.log 2>&1
-expect dkms "uiw/[^,]*, $kver, x86_64: installed" "DKMS did not install uiw.ko for $kver"
+# (kver as a literal in the pattern: Debian 13's is 6.12.117+deb13-amd64)
+expect dkms "uiw/[^,]*, $(sed 's/[][\.^$*+?(){}|]/\\&/g' <<<"$kver"), x86_64: installed" \
+  "DKMS did not install uiw.ko for $kver"
 ko=$(modinfo -n uiw) || fail "modinfo finds no uiw module"
 case $ko in */updates/dkms/uiw.ko*) ;; *) fail "uiw resolves to $ko, not DKMS's build" ;; esac
-[ -f "$plugdir/libuiw-rdmav34.so" ] || fail "the provider is not in $plugdir"
+# (libuiw-rdmav<private ABI>.so: 34 for rdma-core 36-56, 65 for 65)
+ls "$plugdir"/libuiw-rdmav*.so >/dev/null 2>&1 || fail "the provider is not in $plugdir"
 grep -qx 'driver uiw' /etc/libibverbs.d/uiw.driver || fail "no /etc/libibverbs.d/uiw.driver"
 man -w uiw >/dev/null 2>&1 || [ -f /usr/share/man/man7/uiw.7.gz ] || fail "no uiw(7)"
 

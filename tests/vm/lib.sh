@@ -10,12 +10,18 @@
 # (scripts/lib.sh) holding boot/vmlinuz-<kver>, its module tree and headers. uiw.ko is then
 # built inside DIR (its compiler, its headers), the guest sees DIR's module tree at
 # /lib/modules/<kver>, and siw is built in DIR from its linux-source (Debian ships no siw.ko).
+# UIW_VM_OWNROOT=1 (with UIW_VM_KROOT) also boots DIR's user space: DIR is the guest's root, with
+# the checkout and build tree mounted at their host paths; the provider built for the host's
+# rdma-core is then not installed (DIR needs kmod, iproute2, procps, nftables and the tools the
+# tests run).
 
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 
 VM_SRC=$UIW_ROOT/tests/vm
 VM_DIR=$UIW_BUILD/vm
 VM_KROOT=${UIW_VM_KROOT:-}
+VM_OWNROOT=0
+[ -z "$VM_KROOT" ] || VM_OWNROOT=${UIW_VM_OWNROOT:-0}
 VM_QUIET=${VM_QUIET:-0}
 
 # Packages the VM needs on the host; the guest uses the same files through the 9p root.
@@ -306,7 +312,16 @@ vm_build_uiw_in_root() {
 # tiers keep other builds under the build tree (kroots/, packages/), some for another
 # rdma-core.
 vm_find_provider() {
-  VM_PROVIDER=$(ls "$UIW_BUILD"/lib/libuiw-rdmav*.so 2>/dev/null | head -n1)
+  VM_PROVIDER=""
+  [ "$VM_OWNROOT" = 1 ] || VM_PROVIDER=$(ls "$UIW_BUILD"/lib/libuiw-rdmav*.so 2>/dev/null | head -n1)
+}
+
+# vm_hostpaths: the host paths an own-root guest mounts (uiw.hostpaths=): the checkout, and the
+# build tree when it lies outside it.
+vm_hostpaths() {
+  local paths=$UIW_ROOT
+  case $UIW_BUILD/ in "$UIW_ROOT"/*) ;; *) paths+=:$UIW_BUILD ;; esac
+  echo "$paths"
 }
 
 # vm_prepare [WANT_SIW] [WANT_UIW]: everything above (plus VM_SIW_DEPS/VM_UIW_DEPS, the in-tree
