@@ -1,7 +1,8 @@
 // libuiw data path: post_send / post_recv / post_srq_recv, poll_cq and req_notify_cq. No system
 // call on this path except the socket I/O of inline progress passes, a sched_yield after a
-// transmit or an empty, idle poll (give_way) and req_notify_cq's arm command; the translation
-// between ibv_* and the engine's types is table-driven (map_*).
+// transmit or an empty, idle poll (give_way), req_notify_cq's arm command, and one epoll_ctl
+// when a poll or an arm hands a muted QP back to the progress thread (runtime/progress.h); the
+// translation between ibv_* and the engine's types is table-driven (map_*).
 #include <sched.h>
 
 #include <algorithm>
@@ -208,6 +209,11 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
     for (size_t i = 0; i < got; ++i) to_wc(buf[i], &wc[total + i]);
     total += static_cast<int>(got);
     if (got == want) continue;
+    if (total > 0) {
+      // What it waited for came: a QP that awaits nothing more is the progress thread's again.
+      std::lock_guard lock(cq->qps_mu);
+      for (Qp* qp : cq->qps) qp->rt->handback();
+    }
     // Busy-poll: nothing (more) here, so move the bytes of this CQ's connections now, once,
     // and look again.
     if (total > 0 || driven) break;
@@ -233,7 +239,12 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
 // completion that arrives between the two arms then finds the kernel armed.
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) noexcept {
   if (int rc = ibv_cmd_req_notify_cq(ibcq, solicited_only)) return rc;
-  to_cq(ibcq)->cq->arm(solicited_only != 0);
+  Cq* cq = to_cq(ibcq);
+  cq->cq->arm(solicited_only != 0);
+  // The application stops polling to sleep on the event: the progress thread must read what
+  // arrives from now on (a poll had muted these QPs for it, runtime/progress.h).
+  std::lock_guard lock(cq->qps_mu);
+  for (Qp* qp : cq->qps) qp->rt->unpoll();
   return 0;
 }
 

@@ -83,6 +83,11 @@ class Qp {
   QpState state() const { return state_.load(std::memory_order_acquire); }
   // Send queue entries free now: post_send() takes at least this many more WRs.
   size_t sq_free() const { return sq_.size() - (sq_tail_ - sq_head_); }
+  // A completion is still to come: a posted send WR, or a posted receive (from any thread).
+  bool awaits_completion() const {
+    return sq_tail_.load(std::memory_order_relaxed) != sq_head_.load(std::memory_order_relaxed) ||
+           (cfg_.rq && cfg_.rq->size() > 0);
+  }
   uint32_t qp_num() const { return cfg_.qp_num; }
   const ConnParams& params() const { return params_; }
   const QpStats& stats() const { return stats_; }

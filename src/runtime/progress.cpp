@@ -5,14 +5,26 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <system_error>
 
 #include "runtime/queue_pair.h"
 
 namespace uiw::runtime {
 
-Progress::Progress()
-    : epfd_(epoll_create1(EPOLL_CLOEXEC)), doorbell_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+namespace {
+
+// Edge-triggered: a pass reads until EAGAIN or requeues itself, so every edge is news. A muted
+// QP keeps its write and hangup edges.
+constexpr uint32_t kWatch = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP;
+constexpr uint32_t kWatchMuted = EPOLLOUT | EPOLLET | EPOLLRDHUP;
+
+}  // namespace
+
+Progress::Progress(std::chrono::microseconds poller_grace)
+    : epfd_(epoll_create1(EPOLL_CLOEXEC)),
+      doorbell_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      grace_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(poller_grace).count()) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = 0;
@@ -37,13 +49,12 @@ int Progress::add(QueuePair* q) {
   std::lock_guard lock(mu_);
   const uint64_t id = next_id_++;
   if (q->fd() >= 0) {
-    // Edge-triggered: a pass reads until EAGAIN or requeues itself, so every edge is news.
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP;
+    ev.events = kWatch;
     ev.data.u64 = id;
     if (epoll_ctl(epfd_, EPOLL_CTL_ADD, q->fd(), &ev) != 0) return -errno;
   }
-  qps_.emplace(id, Entry{q, false, false});
+  qps_.emplace(id, Entry{q, false, false, false});
   q->progress_id_ = id;
   queue_locked(id);  // what was posted before the connection came up goes out now
   wake_locked();
@@ -69,6 +80,50 @@ void Progress::kick(QueuePair* q) {
   wake_locked();
 }
 
+void Progress::unpoll(QueuePair* q) {
+  std::lock_guard lock(mu_);
+  auto it = qps_.find(q->progress_id_);
+  if (it == qps_.end() || !it->second.muted) return;
+  unmute_locked(it->first, q);
+  wake_locked();
+}
+
+void Progress::mute_locked(uint64_t id, QueuePair* q) {
+  epoll_event ev{};
+  ev.events = kWatchMuted;
+  ev.data.u64 = id;
+  if (epoll_ctl(epfd_, EPOLL_CTL_MOD, q->fd(), &ev) != 0) {
+    queue_locked(id);  // still watched: serve it as before
+    return;
+  }
+  qps_[id].muted = true;
+  q->muted_.store(true, std::memory_order_relaxed);
+  muted_.push_back(id);
+}
+
+// EPOLL_CTL_MOD reports what is readable already (ep_modify polls the file), so nothing that
+// arrived while muted waits for another edge; the pass queued here covers a failed call too.
+void Progress::unmute_locked(uint64_t id, QueuePair* q) {
+  epoll_event ev{};
+  ev.events = kWatch;
+  ev.data.u64 = id;
+  epoll_ctl(epfd_, EPOLL_CTL_MOD, q->fd(), &ev);
+  qps_[id].muted = false;
+  q->muted_.store(false, std::memory_order_relaxed);
+  queue_locked(id);
+}
+
+void Progress::check_muted_locked() {
+  const int64_t since = steady_ns() - grace_ns_;
+  std::erase_if(muted_, [&](uint64_t id) {
+    auto it = qps_.find(id);
+    if (it == qps_.end() || !it->second.muted) return true;  // removed, or unmuted already
+    if (it->second.qp->mutable_now(since)) return false;
+    unmute_locked(id, it->second.qp);
+    return true;
+  });
+}
+
 void Progress::queue_locked(uint64_t id) {
   auto it = qps_.find(id);
   if (it == qps_.end() || it->second.queued) return;
@@ -90,25 +145,40 @@ void Progress::ring() {
 void Progress::run() {
   epoll_event evs[64];
   std::unique_lock lock(mu_);
+  const int grace_ms = static_cast<int>((grace_ns_ + 999'999) / 1'000'000);
   while (!stop_) {
     sleeping_ = ready_.empty();
-    const int timeout = sleeping_ ? -1 : 0;
+    // Asleep with muted QPs, it still looks at them once per grace period.
+    const int timeout = !sleeping_ ? 0 : muted_.empty() ? -1 : grace_ms;
     lock.unlock();
     const int n = epoll_wait(epfd_, evs, 64, timeout);
     lock.lock();
     sleeping_ = false;
+    const int64_t polled = grace_ns_ > 0 ? steady_ns() - grace_ns_ : INT64_MAX;
     for (int i = 0; i < n; ++i) {
-      if (evs[i].data.u64 == 0) {
+      const uint64_t id = evs[i].data.u64;
+      if (id == 0) {
         uint64_t v;
         [[maybe_unused]] ssize_t r = read(doorbell_, &v, sizeof v);
-      } else {
-        if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-          auto it = qps_.find(evs[i].data.u64);
-          if (it != qps_.end()) it->second.hup = true;
-        }
-        queue_locked(evs[i].data.u64);
+        continue;
       }
+      auto it = qps_.find(id);
+      if (it == qps_.end()) continue;
+      Entry& e = it->second;
+      if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        e.hup = true;
+        if (e.muted) unmute_locked(id, e.qp);
+      } else if (e.muted) {
+        queue_locked(id);  // a write edge: a transmit pass (the poller reads)
+        continue;
+      } else if ((evs[i].events & EPOLLIN) && e.qp->mutable_now(polled)) {
+        // The poller reads these bytes itself, and whatever follows them while it polls.
+        mute_locked(id, e.qp);
+        continue;
+      }
+      queue_locked(id);
     }
+    if (!muted_.empty()) check_muted_locked();
     // One pass for each QP ready now; those with more to read queue up again behind the rest.
     for (size_t k = ready_.size(); k > 0 && !stop_; --k) {
       const uint64_t id = ready_.front();
@@ -117,9 +187,10 @@ void Progress::run() {
       if (it == qps_.end()) continue;  // removed since it was queued
       it->second.queued = false;
       QueuePair* q = it->second.qp;
+      const bool muted = it->second.muted;
       running_ = id;
       lock.unlock();
-      const QueuePair::PassResult r = q->pass();
+      const QueuePair::PassResult r = muted ? q->transmit_pass() : q->pass();
       lock.lock();
       running_ = 0;
       pass_done_.notify_all();

@@ -1,6 +1,7 @@
 #include "runtime/queue_pair.h"
 
 #include <cerrno>
+#include <chrono>
 
 #include "runtime/progress.h"
 
@@ -61,8 +62,21 @@ QueuePair::PassResult QueuePair::pass() {
   return {moved, conn_->cut_short(), !conn_->rx_closed()};
 }
 
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+QueuePair::PassResult QueuePair::transmit_pass() {
+  std::lock_guard lock(mu_);
+  if (!conn_) return {};
+  return {conn_->transmit(), false, !conn_->rx_closed()};
+}
+
 bool QueuePair::drive(bool posted) {
   if (link() != Link::Up) return false;
+  if (!posted) polled_at_ns_.store(steady_ns(), std::memory_order_relaxed);
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) {
     // What was just posted is then not left waiting for a readiness edge.
@@ -71,6 +85,13 @@ bool QueuePair::drive(bool posted) {
   }
   if (!conn_) return false;
   return posted ? conn_->transmit() : conn_->progress();
+}
+
+void QueuePair::unpoll() {
+  polled_at_ns_.store(INT64_MIN, std::memory_order_relaxed);
+  if (!muted_.load(std::memory_order_relaxed)) return;
+  // Not under mu_ (a pass holds it across socket I/O): progress_ is set before link_ goes Up.
+  if (link() != Link::Waiting && progress_) progress_->unpoll(this);
 }
 
 void QueuePair::close() {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,9 @@ class Progress;
 // Where a QP's connection is. Waiting: no stream yet (sends queue up in the engine); Up: the
 // engine runs on its stream; Down: aborted, nothing moves any more.
 enum class Link : uint8_t { Waiting, Up, Down };
+
+// The steady clock in ns: the time base of QueuePair::polled_since.
+int64_t steady_ns();
 
 class QueuePair {
  public:
@@ -62,12 +66,27 @@ class QueuePair {
     bool moved = false, cut_short = false, rx_open = false;
   };
   PassResult pass();
+  // Progress's pass of a muted QP (its poller reads): the transmit half only.
+  PassResult transmit_pass();
   // A pass in this thread unless another thread holds the QP: then that thread's pass moves
   // the bytes. After posting (posted), only the transmit half runs here (the send goes out in
   // the poster's sendmsg), and if another thread holds the QP it may be past its transmit
   // step, so the Progress thread's doorbell is rung for one more pass; a poller needs none
   // (what arrives raises a readiness edge of its own). True if bytes moved here.
   bool drive(bool posted);
+  // A poller's drive(false) marks the time (steady clock, ns). Progress mutes a QP polled
+  // within its grace that awaits a completion (the poller waits for it and reads the bytes
+  // that bring it). unpoll(): the poller is leaving (it will sleep on a completion event).
+  // handback(): after a poll that found completions; a muted QP that awaits none goes back to
+  // Progress at once (its application may now spin on memory for a Write, polling nothing).
+  bool polled_since(int64_t ns) const {
+    return polled_at_ns_.load(std::memory_order_relaxed) >= ns;
+  }
+  bool mutable_now(int64_t ns) const { return polled_since(ns) && qp_.awaits_completion(); }
+  void unpoll();
+  void handback() {
+    if (muted_.load(std::memory_order_relaxed) && !qp_.awaits_completion()) unpoll();
+  }
 
   void close();  // graceful: finish the queued sends, then FIN (the next passes do it)
   void abort();  // flush every WR; the stream is reset. Leaves Progress first.
@@ -95,6 +114,8 @@ class QueuePair {
   int fd_ = -1;
   Progress* progress_ = nullptr;  // Unowned; set by attach
   uint64_t progress_id_ = 0;      // Progress's key for this QP (0: not added)
+  std::atomic<int64_t> polled_at_ns_{INT64_MIN};
+  std::atomic<bool> muted_{false};  // written by Progress under its mutex
 };
 
 }  // namespace uiw::runtime

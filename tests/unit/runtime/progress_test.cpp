@@ -241,5 +241,97 @@ TEST(QueuePairTest, APostIsSentWithOneWriteAndNoRead) {
   EXPECT_EQ(stream->reads, 1);
 }
 
+// Waits up to `limit` for *p == v.
+bool becomes(const volatile uint8_t* p, uint8_t v, std::chrono::milliseconds limit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (*p != v) {
+    if (std::chrono::steady_clock::now() - t0 > limit) return false;
+    std::this_thread::sleep_for(100us);
+  }
+  return true;
+}
+
+// A QP of a Progress thread with a 300 ms poller grace, over loopback TCP, whose peer sends
+// 64-byte RDMA Writes into `region`.
+struct PolledQp {
+  static constexpr auto kGrace = 300ms;
+  int lfd = -1, peer = -1;
+  Progress p{kGrace};
+  engine::test::Side side{9};
+  std::vector<uint8_t> region = std::vector<uint8_t>(64, 0), sink = std::vector<uint8_t>(64);
+  memory::Stag k = side.reg_mr(region, memory::kLocalWrite | memory::kRemoteWrite);
+  QueuePair qp{config_of(side, 9)};
+  const volatile uint8_t* first = region.data();
+
+  explicit PolledQp(bool with_recv) {
+    uint16_t port = 0;
+    lfd = transport::tcp_listen("127.0.0.1", 0, &port);
+    peer = transport::tcp_connect("127.0.0.1", port, 2000);
+    const int fd = transport::tcp_accept(lfd, 2000);
+    EXPECT_GE(fd, 0);
+    engine::ConnParams params;
+    params.initiator = true;
+    params.crc = false;  // as write_fpdu encodes it
+    EXPECT_EQ(qp.attach(std::make_unique<transport::TcpStream>(fd), params, &p), 0);
+    if (!with_recv) return;
+    engine::RecvWr r;
+    r.num_sge = 1;
+    r.sg_list[0] = engine::test::sge_of(sink, side.reg_mr(sink, memory::kLocalWrite));
+    EXPECT_EQ(qp.post_recv(r), 0);
+  }
+  ~PolledQp() {
+    qp.leave_progress();
+    close(peer);
+    close(lfd);
+  }
+  void send_write(uint8_t fill) {
+    const std::vector<uint8_t> f =
+        write_fpdu(k, reinterpret_cast<uintptr_t>(region.data()), region.size(), fill);
+    ASSERT_EQ(write(peer, f.data(), f.size()), ssize_t(f.size()));
+  }
+};
+
+// An empty poll (drive(false)) of a QP that awaits a completion (here a posted receive) mutes
+// it: the Progress thread leaves what arrives next to the poller instead of waking for it. It
+// takes over once nobody polled for the grace period, at once after unpoll(), and a QP nobody
+// polls is served as before.
+TEST(ProgressTest, APollerMutesTheThreadUntilItLeavesOrTheGraceEnds) {
+  PolledQp t(true);
+  // Nobody polls: the thread places the Write.
+  t.send_write(0x11);
+  EXPECT_TRUE(becomes(t.first, 0x11, 2000ms)) << "an unpolled QP was not served";
+
+  // A poll, then a Write the poller does not come back for: it waits for the grace period.
+  t.qp.drive(false);
+  const auto t0 = std::chrono::steady_clock::now();
+  t.send_write(0x22);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(*t.first, 0x11) << "the thread read a QP an application was polling";
+  EXPECT_TRUE(becomes(t.first, 0x22, PolledQp::kGrace + 3000ms)) << "the thread never took over";
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, PolledQp::kGrace / 2);
+
+  // A poll, then unpoll (the application arms its CQ): the thread takes over at once.
+  t.qp.drive(false);
+  t.send_write(0x33);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(*t.first, 0x22) << "the thread read a QP an application was polling";
+  const auto t1 = std::chrono::steady_clock::now();
+  t.qp.unpoll();
+  EXPECT_TRUE(becomes(t.first, 0x33, 2000ms));
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, PolledQp::kGrace / 2) << "no hand back";
+  EXPECT_EQ(t.qp.state(), engine::QpState::Rts);
+}
+
+// A QP that awaits no completion is never muted: its application, having polled, may spin on
+// memory for the peer's next Write (ib_write_lat), and only the thread can place it.
+TEST(ProgressTest, APolledQpThatAwaitsNoCompletionIsServed) {
+  PolledQp t(false);
+  t.qp.drive(false);
+  const auto t0 = std::chrono::steady_clock::now();
+  t.send_write(0x44);
+  EXPECT_TRUE(becomes(t.first, 0x44, 2000ms));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, PolledQp::kGrace / 2) << "it was muted";
+}
+
 }  // namespace
 }  // namespace uiw::runtime
