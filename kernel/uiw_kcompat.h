@@ -34,4 +34,14 @@ static inline void uiw_eventfd_signal(struct eventfd_ctx *ctx)
 #define uiw_sockaddr(addr) ((struct sockaddr *)(addr))
 #endif
 
+/*
+ * net_device.reg_state, read without the RTNL: a u8 read with READ_ONCE where it is one, a
+ * plain read of the bit-field where it is not (older 6.1 stable kernels).
+ */
+#ifdef UIW_HAVE_NETDEV_REG_STATE_U8
+#define uiw_netdev_reg_state(dev) READ_ONCE((dev)->reg_state)
+#else
+#define uiw_netdev_reg_state(dev) ((dev)->reg_state)
+#endif
+
 #endif /* UIW_KCOMPAT_H */

@@ -107,7 +107,7 @@ static void uiw_port_event(struct uiw_dev *udev, enum ib_event_type type)
 	 * dismantled; only a registered device that is not unregistering takes them.
 	 */
 	if (READ_ONCE(netdev->dismantle) ||
-	    READ_ONCE(netdev->reg_state) != NETREG_REGISTERED)
+	    uiw_netdev_reg_state(netdev) != NETREG_REGISTERED)
 		return;
 	if (ib_device_try_get(&udev->ibdev)) {
 		ib_dispatch_event(&event);
@@ -485,7 +485,7 @@ static int uiw_newlink(const char *ibdev_name, struct net_device *netdev)
 	udev->unreg_queued = true;	/* not registered yet: nothing to queue */
 	spin_unlock_bh(&uiw_devs_lock);
 
-	if (READ_ONCE(netdev->reg_state) != NETREG_REGISTERED) {
+	if (uiw_netdev_reg_state(netdev) != NETREG_REGISTERED) {
 		ib_dealloc_device(&udev->ibdev);
 		return -ENODEV;
 	}
