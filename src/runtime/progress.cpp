@@ -54,7 +54,7 @@ int Progress::add(QueuePair* q) {
     ev.data.u64 = id;
     if (epoll_ctl(epfd_, EPOLL_CTL_ADD, q->fd(), &ev) != 0) return -errno;
   }
-  qps_.emplace(id, Entry{q, false, false, false});
+  qps_.emplace(id, Entry{q, false, false});
   q->progress_id_ = id;
   queue_locked(id);  // what was posted before the connection came up goes out now
   wake_locked();
@@ -83,7 +83,7 @@ void Progress::kick(QueuePair* q) {
 void Progress::unpoll(QueuePair* q) {
   std::lock_guard lock(mu_);
   auto it = qps_.find(q->progress_id_);
-  if (it == qps_.end() || !it->second.muted) return;
+  if (it == qps_.end() || !q->muted()) return;
   unmute_locked(it->first, q);
   wake_locked();
 }
@@ -96,7 +96,6 @@ void Progress::mute_locked(uint64_t id, QueuePair* q) {
     queue_locked(id);  // still watched: serve it as before
     return;
   }
-  qps_[id].muted = true;
   q->muted_.store(true, std::memory_order_relaxed);
   muted_.push_back(id);
 }
@@ -108,7 +107,6 @@ void Progress::unmute_locked(uint64_t id, QueuePair* q) {
   ev.events = kWatch;
   ev.data.u64 = id;
   epoll_ctl(epfd_, EPOLL_CTL_MOD, q->fd(), &ev);
-  qps_[id].muted = false;
   q->muted_.store(false, std::memory_order_relaxed);
   queue_locked(id);
 }
@@ -117,7 +115,7 @@ void Progress::check_muted_locked() {
   const int64_t since = steady_ns() - grace_ns_;
   std::erase_if(muted_, [&](uint64_t id) {
     auto it = qps_.find(id);
-    if (it == qps_.end() || !it->second.muted) return true;  // removed, or unmuted already
+    if (it == qps_.end() || !it->second.qp->muted()) return true;  // removed, or unmuted already
     if (it->second.qp->mutable_now(since)) return false;
     unmute_locked(id, it->second.qp);
     return true;
@@ -167,8 +165,8 @@ void Progress::run() {
       Entry& e = it->second;
       if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
         e.hup = true;
-        if (e.muted) unmute_locked(id, e.qp);
-      } else if (e.muted) {
+        if (e.qp->muted()) unmute_locked(id, e.qp);
+      } else if (e.qp->muted()) {
         queue_locked(id);  // a write edge: a transmit pass (the poller reads)
         continue;
       } else if ((evs[i].events & EPOLLIN) && e.qp->mutable_now(polled)) {
@@ -187,7 +185,7 @@ void Progress::run() {
       if (it == qps_.end()) continue;  // removed since it was queued
       it->second.queued = false;
       QueuePair* q = it->second.qp;
-      const bool muted = it->second.muted;
+      const bool muted = q->muted();  // read under mu_, which every change of it holds
       running_ = id;
       lock.unlock();
       const QueuePair::PassResult r = muted ? q->transmit_pass() : q->pass();

@@ -13,11 +13,13 @@
 // from an empty poll). Waking this thread for the same bytes only makes the two fight for the
 // QP and, when the CPUs are busy with the pollers, costs a context switch per message that
 // preempts one of them (measured in a 2-vCPU VM: ib_send_lat 8 B 206-305 us with, 60-70 us
-// without). So a QP an application polled within the poller grace is muted: its socket's
-// readability no longer wakes this thread, which checks every grace period and unmutes the QP
-// once nobody polled it for that long (or at once: unpoll, a hangup). A poller that stops
-// polling without arming its CQ (it spins on memory for a Write) waits at most one grace
-// period for this thread to take over.
+// without). So a QP that awaits a completion and that an application polled within the poller
+// grace is muted (QueuePair::muted): its socket's readability no longer wakes this thread, its
+// write edges and kicks get transmit-only passes. This thread checks every grace period and
+// unmutes the QP once nobody polled it for that long or it awaits nothing; at once on a hangup,
+// unpoll, or a poll that took its last awaited completion (QueuePair::handback). A poller that
+// stops polling a QP that still awaits a completion, without arming its CQ (it spins on memory
+// for a Write), waits at most one grace period for this thread to take over.
 #pragma once
 
 #include <atomic>
@@ -69,7 +71,6 @@ class Progress {
     QueuePair* qp;  // Unowned.
     bool queued;    // in ready_
     bool hup;       // epoll reported the peer's FIN (or an error) and the pass has not read it
-    bool muted;     // an application polls it: readability does not wake this thread
   };
   int epfd_ = -1;
   int doorbell_ = -1;  // eventfd, epoll key 0

@@ -89,7 +89,7 @@ bool QueuePair::drive(bool posted) {
 
 void QueuePair::unpoll() {
   polled_at_ns_.store(INT64_MIN, std::memory_order_relaxed);
-  if (!muted_.load(std::memory_order_relaxed)) return;
+  if (!muted()) return;
   // Not under mu_ (a pass holds it across socket I/O): progress_ is set before link_ goes Up.
   if (link() != Link::Waiting && progress_) progress_->unpoll(this);
 }

@@ -85,8 +85,10 @@ class QueuePair {
   bool mutable_now(int64_t ns) const { return polled_since(ns) && qp_.awaits_completion(); }
   void unpoll();
   void handback() {
-    if (muted_.load(std::memory_order_relaxed) && !qp_.awaits_completion()) unpoll();
+    if (muted() && !qp_.awaits_completion()) unpoll();
   }
+  // Progress does not wake for its readability (runtime/progress.h).
+  bool muted() const { return muted_.load(std::memory_order_relaxed); }
 
   void close();  // graceful: finish the queued sends, then FIN (the next passes do it)
   void abort();  // flush every WR; the stream is reset. Leaves Progress first.
