@@ -93,9 +93,13 @@ int HostEndpoint::post_recv(const engine::RecvWr& wr) {
   return qp_->post_recv(wr);
 }
 
+// As the provider's ibv_poll_cq does: an empty poll moves the bytes in this thread (and, with
+// a Progress thread, marks the QP polled, so that thread leaves its reading to this poller
+// while it awaits a completion); a poll that found completions may hand it back.
 size_t HostEndpoint::poll(engine::CompletionQueue& cq, std::span<engine::Completion> out) {
   size_t n = cq.poll(out);
-  if (n == 0 && !driver_ && qp_->progress()) n = cq.poll(out);
+  if (n == 0 && qp_->drive(false)) n = cq.poll(out);
+  if (n > 0) qp_->handback();
   return n;
 }
 

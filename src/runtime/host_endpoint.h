@@ -19,7 +19,8 @@ namespace uiw::runtime {
 class HostEndpoint {
  public:
   // progress_thread: a runtime::Progress thread drives the connection; otherwise the caller
-  // does (busy-poll: poll_* and progress() move bytes inline).
+  // does alone (progress()). Either way poll_* moves bytes inline when it finds nothing, as
+  // ibv_poll_cq does.
   HostEndpoint(uint32_t qpn, bool progress_thread, uint32_t sq_depth = 1024,
                uint32_t cq_depth = 8192);
   // Driven by a Progress thread shared with other endpoints, as a provider context drives all
