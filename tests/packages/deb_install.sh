@@ -2,8 +2,8 @@
 # needs: uiw
 # timeout: 1500
 # The Debian packages as a user gets them (run by tests/packages/run-packages inside the VM,
-# after it built the .debs into $UIW_DEBS: $UIW_BUILD/packages/deb for the host's release, /pkg
-# in a booted release root): the harness's own uiw.ko and
+# booted on a release's own kernel and root, after it built that release's .debs into $UIW_DEBS,
+# /pkg in the root; by hand on the host's root, $UIW_BUILD/packages/deb): the harness's uiw.ko and
 # provider are taken away, apt installs uiw-dkms and ibverbs-provider-uiw, DKMS builds uiw.ko
 # for the running kernel, modprobe loads that build, devices made with `rdma link add` carry
 # rping -V, ibv_rc_pingpong -g (connect-on-RTR), ib_write_bw -R and ib_send_lat -R between
