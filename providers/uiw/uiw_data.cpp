@@ -1,10 +1,8 @@
 // libuiw data path: post_send / post_recv / post_srq_recv, poll_cq and req_notify_cq. No system
-// call on this path except the socket I/O of inline progress passes, a sched_yield after a
-// transmit or an empty, idle poll (give_way), req_notify_cq's arm command, and one epoll_ctl
-// when a poll or an arm hands a muted QP back to the progress thread (runtime/progress.h); the
-// translation between ibv_* and the engine's types is table-driven (map_*).
-#include <sched.h>
-
+// call on this path except the socket I/O of inline progress passes, req_notify_cq's arm
+// command, and one epoll_ctl when a poll or an arm hands a muted QP back to the progress thread
+// (runtime/progress.h); the translation between ibv_* and the engine's types is table-driven
+// (map_*).
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -102,38 +100,25 @@ void to_wc(const engine::Completion& c, ibv_wc* wc) {
   }
 }
 
-// Hands the CPU to whoever our last transmit woke. On a loaded or small machine (the test VM:
-// 2 vCPUs, both applications spinning) the peer's progress thread, woken by our bytes through
-// a sync wakeup, waits on *this* CPU for the next scheduler tick (4 ms at HZ=250) unless we
-// give way: ib_write_lat's receiver spins on memory, so only that thread can place the Write.
-// One syscall; when nobody else is runnable it returns at once.
-void give_way() {
-  sched_yield();
-}
-
 }  // namespace
 
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
   Qp* qp = to_qp(ibqp);
   int rc = 0;
-  bool moved;
-  {
-    std::lock_guard lock(qp->mu);
-    for (; wr; wr = wr->next) {
-      engine::SendWr ew;
-      rc = to_engine(*wr, *qp, &ew);
-      if (!rc) rc = -qp->rt->post_send(ew);
-      if (rc) {
-        *bad_wr = wr;
-        break;
-      }
+  std::lock_guard lock(qp->mu);
+  for (; wr; wr = wr->next) {
+    engine::SendWr ew;
+    rc = to_engine(*wr, *qp, &ew);
+    if (!rc) rc = -qp->rt->post_send(ew);
+    if (rc) {
+      *bad_wr = wr;
+      break;
     }
-    // Transmit now, in the caller's thread (the lowest latency, and no doorbell to ring); what
-    // the socket does not take, the progress thread sends when it becomes writable. Under
-    // Qp::mu, so RESET cannot replace rt meanwhile.
-    moved = qp->rt->drive(true);
   }
-  if (moved) give_way();
+  // Transmit now, in the caller's thread (the lowest latency, and no doorbell to ring); what the
+  // socket does not take, the progress thread sends when it becomes writable. Under Qp::mu, so
+  // RESET cannot replace rt meanwhile.
+  qp->rt->drive(true);
   return rc;
 }
 
@@ -224,12 +209,7 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
       // Under qps_mu: RESET and destroy detach a QP from its CQs before replacing its rt.
       for (Qp* qp : cq->qps) moved |= qp->rt->drive(false);
     }
-    if (!moved) {
-      // Nothing here and nothing moving: a spinning poller would only keep the progress
-      // threads (ours and a local peer's) from the CPU that would produce the completion.
-      give_way();
-      break;
-    }
+    if (!moved) break;
   }
   return total;
 }
@@ -385,9 +365,8 @@ int qpx_wr_complete(ibv_qp_ex* x) {
   }
   qp->batch.clear();
   qp->batch_error = 0;
-  const bool moved = !rc && qp->rt->drive(true);
+  if (!rc) qp->rt->drive(true);
   qp->mu.unlock();
-  if (moved) give_way();
   return rc;
 }
 
