@@ -88,27 +88,28 @@ void Progress::unpoll(QueuePair* q) {
   wake_locked();
 }
 
-void Progress::mute_locked(uint64_t id, QueuePair* q) {
+// The MOD reports the socket's writability at once (see unmute_locked): the transmit pass a
+// muted QP still gets.
+bool Progress::mute_locked(uint64_t id, QueuePair* q) {
   epoll_event ev{};
   ev.events = kWatchMuted;
   ev.data.u64 = id;
-  if (epoll_ctl(epfd_, EPOLL_CTL_MOD, q->fd(), &ev) != 0) {
-    queue_locked(id);  // still watched: serve it as before
-    return;
-  }
+  if (epoll_ctl(epfd_, EPOLL_CTL_MOD, q->fd(), &ev) != 0) return false;  // still watched
   q->muted_.store(true, std::memory_order_relaxed);
   muted_.push_back(id);
+  return true;
 }
 
-// EPOLL_CTL_MOD reports what is readable already (ep_modify polls the file), so nothing that
-// arrived while muted waits for another edge; the pass queued here covers a failed call too.
+// EPOLL_CTL_MOD reports what is readable already (ep_modify polls the file and queues the
+// event), so nothing that arrived while muted waits for another edge, and the event is judged
+// like any other when it comes: a poller back meanwhile mutes the QP again instead of meeting
+// a pass that was queued before it polled. Only a failed call queues the pass here.
 void Progress::unmute_locked(uint64_t id, QueuePair* q) {
   epoll_event ev{};
   ev.events = kWatch;
   ev.data.u64 = id;
-  epoll_ctl(epfd_, EPOLL_CTL_MOD, q->fd(), &ev);
   q->muted_.store(false, std::memory_order_relaxed);
-  queue_locked(id);
+  if (epoll_ctl(epfd_, EPOLL_CTL_MOD, q->fd(), &ev) != 0) queue_locked(id);
 }
 
 void Progress::check_muted_locked() {
@@ -169,9 +170,9 @@ void Progress::run() {
       } else if (e.qp->muted()) {
         queue_locked(id);  // a write edge: a transmit pass (the poller reads)
         continue;
-      } else if ((evs[i].events & EPOLLIN) && e.qp->mutable_now(polled)) {
-        // The poller reads these bytes itself, and whatever follows them while it polls.
-        mute_locked(id, e.qp);
+      } else if (e.qp->mutable_now(polled) && mute_locked(id, e.qp)) {
+        // The poller reads these bytes itself, and whatever follows them while it polls. A
+        // write edge too: a full pass for it would read what the poller waits for.
         continue;
       }
       queue_locked(id);
@@ -185,7 +186,11 @@ void Progress::run() {
       if (it == qps_.end()) continue;  // removed since it was queued
       it->second.queued = false;
       QueuePair* q = it->second.qp;
-      const bool muted = q->muted();  // read under mu_, which every change of it holds
+      // Read under mu_, which every change of it holds. A pass queued before an application
+      // began polling the QP (a kick, a pass cut short) must not read what the poller waits for.
+      const bool muted =
+          q->muted() || (grace_ns_ > 0 && !it->second.hup &&
+                         q->mutable_now(steady_ns() - grace_ns_) && mute_locked(id, q));
       running_ = id;
       lock.unlock();
       const QueuePair::PassResult r = muted ? q->transmit_pass() : q->pass();

@@ -63,7 +63,7 @@ class Progress {
   void wake_locked();              // requires mu_: rings the doorbell if the thread sleeps
   void ring();                     // the doorbell: epoll_wait returns
   // Mute/unmute: epoll interest without/with EPOLLIN. Require mu_.
-  void mute_locked(uint64_t id, QueuePair* q);
+  bool mute_locked(uint64_t id, QueuePair* q);  // false: epoll_ctl failed, still watched
   void unmute_locked(uint64_t id, QueuePair* q);
   void check_muted_locked();  // unmutes the QPs nobody polled within the grace
 
