@@ -184,34 +184,27 @@ void deliver_to_twins(Cq* cq, const engine::Completion* c, size_t n) {
 
 int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
   Cq* cq = to_cq(ibcq);
-  std::array<engine::Completion, 32> buf;
-  int total = 0;
-  bool driven = false;
-  while (total < num_entries) {
-    const size_t want = std::min<size_t>(buf.size(), static_cast<size_t>(num_entries - total));
-    const size_t got = cq->cq->poll({buf.data(), want});
-    deliver_to_twins(cq, buf.data(), got);
-    for (size_t i = 0; i < got; ++i) to_wc(buf[i], &wc[total + i]);
-    total += static_cast<int>(got);
-    if (got == want) continue;
-    if (total > 0) {
-      // What it waited for came: a QP that awaits nothing more is the progress thread's again.
-      std::lock_guard lock(cq->qps_mu);
-      for (Qp* qp : cq->qps) qp->rt->handback();
+  // What the ring holds, up to num_entries, in chunks of engine completions.
+  auto take = [&] {
+    std::array<engine::Completion, 32> buf;
+    size_t total = 0;
+    while (total < static_cast<size_t>(num_entries)) {
+      const size_t want = std::min(buf.size(), static_cast<size_t>(num_entries) - total);
+      const size_t got = cq->cq->poll({buf.data(), want});
+      deliver_to_twins(cq, buf.data(), got);
+      for (size_t i = 0; i < got; ++i) to_wc(buf[i], &wc[total + i]);
+      total += got;
+      if (got < want) break;
     }
-    // Busy-poll: nothing (more) here, so move the bytes of this CQ's connections now, once,
-    // and look again.
-    if (total > 0 || driven) break;
-    driven = true;
-    bool moved = false;
-    {
-      std::lock_guard lock(cq->qps_mu);
-      // Under qps_mu: RESET and destroy detach a QP from its CQs before replacing its rt.
-      for (Qp* qp : cq->qps) moved |= qp->rt->drive(false);
-    }
-    if (!moved) break;
-  }
-  return total;
+    return total;
+  };
+  // Under qps_mu: RESET and destroy detach a QP from its CQs before replacing its rt.
+  auto each_qp = [&](auto&& f) {
+    std::lock_guard lock(cq->qps_mu);
+    for (Qp* qp : cq->qps) f(*qp->rt);
+  };
+  if (num_entries <= 0) return 0;
+  return static_cast<int>(runtime::poll_driving(take, each_qp));
 }
 
 // uiw.ko fires one completion event per arm it has seen (it cannot read the ring, and an

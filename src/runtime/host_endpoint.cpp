@@ -93,14 +93,9 @@ int HostEndpoint::post_recv(const engine::RecvWr& wr) {
   return qp_->post_recv(wr);
 }
 
-// As the provider's ibv_poll_cq does: an empty poll moves the bytes in this thread (and, with
-// a Progress thread, marks the QP polled, so that thread leaves its reading to this poller
-// while it awaits a completion); a poll that found completions may hand it back.
+// The provider's ibv_poll_cq rule (runtime::poll_driving), over this endpoint's one QP.
 size_t HostEndpoint::poll(engine::CompletionQueue& cq, std::span<engine::Completion> out) {
-  size_t n = cq.poll(out);
-  if (n == 0 && qp_->drive(false)) n = cq.poll(out);
-  if (n > 0) qp_->handback();
-  return n;
+  return poll_driving([&] { return cq.poll(out); }, [&](auto&& f) { f(*qp_); });
 }
 
 void HostEndpoint::wait_io(int timeout_ms) {

@@ -120,4 +120,23 @@ class QueuePair {
   std::atomic<bool> muted_{false};  // written by Progress under its mutex
 };
 
+// An application's poll of a CQ, as ibv_poll_cq runs it over the QueuePairs that complete
+// into it. take() takes what the CQ holds (at most what the caller asked for) and returns how
+// many; each_qp(f) calls f(QueuePair&) for every QP of the CQ (under whatever keeps that set
+// stable). Found nothing: one pass over the QPs in this thread (drive(false), which also marks
+// them polled, so Progress leaves their reading to this poller while they await a
+// completion), and a second look if bytes moved. Found something: each QP that awaits nothing
+// more goes back to Progress (handback). One rule for the provider and the host endpoint.
+template <typename Take, typename EachQp>
+size_t poll_driving(Take&& take, EachQp&& each_qp) {
+  size_t n = take();
+  if (n == 0) {
+    bool moved = false;
+    each_qp([&](QueuePair& q) { moved |= q.drive(false); });
+    if (moved) n = take();
+  }
+  if (n > 0) each_qp([](QueuePair& q) { q.handback(); });
+  return n;
+}
+
 }  // namespace uiw::runtime
