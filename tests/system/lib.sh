@@ -20,12 +20,14 @@ fail() {
 }
 
 # at_exit CMD: runs CMD when the test exits, before what an earlier EXIT trap runs (the later
-# setup is undone first).
+# setup is undone first). Under set -e a failing command ends a trap where it fails, so CMD
+# runs as one `{ ...; } || true` list: its failure (a namespace already gone) neither stops its
+# own later commands nor skips the earlier cleanups.
 at_exit() {
   local cmd=$1
   # `trap -p` prints the command quoted for the shell: let the shell unquote it.
   eval "set -- $(trap -p EXIT)"
-  trap "$cmd${3:+; $3}" EXIT
+  trap "{ $cmd; } || true${3:+; $3}" EXIT
 }
 
 # syn_waits_for_listener LO HI: a TCP connection attempt to a port in LO..HI that finds no
