@@ -183,6 +183,7 @@ void deliver_to_twins(Cq* cq, const engine::Completion* c, size_t n) {
 }  // namespace
 
 int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
+  if (num_entries <= 0) return 0;
   Cq* cq = to_cq(ibcq);
   // What the ring holds, up to num_entries, in chunks of engine completions.
   auto take = [&] {
@@ -203,7 +204,6 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
     std::lock_guard lock(cq->qps_mu);
     for (Qp* qp : cq->qps) f(*qp->rt);
   };
-  if (num_entries <= 0) return 0;
   return static_cast<int>(runtime::poll_driving(take, each_qp));
 }
 

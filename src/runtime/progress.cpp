@@ -112,8 +112,20 @@ void Progress::unmute_locked(uint64_t id, QueuePair* q) {
   if (epoll_ctl(epfd_, EPOLL_CTL_MOD, q->fd(), &ev) != 0) queue_locked(id);
 }
 
+// The start of the grace window: an application that polled after it is still polling. With
+// no grace, nobody is.
+int64_t Progress::grace_start() const {
+  return grace_ns_ > 0 ? steady_ns() - grace_ns_ : INT64_MAX;
+}
+
+// A QP polled within the grace that awaits a completion is its poller's: muted, the thread
+// leaves the reading to it (any pass for it would read what the poller waits for).
+bool Progress::mute_if_polled_locked(uint64_t id, QueuePair* q, int64_t since) {
+  return q->mutable_now(since) && mute_locked(id, q);
+}
+
 void Progress::check_muted_locked() {
-  const int64_t since = steady_ns() - grace_ns_;
+  const int64_t since = grace_start();
   std::erase_if(muted_, [&](uint64_t id) {
     auto it = qps_.find(id);
     if (it == qps_.end() || !it->second.qp->muted()) return true;  // removed, or unmuted already
@@ -153,7 +165,7 @@ void Progress::run() {
     const int n = epoll_wait(epfd_, evs, 64, timeout);
     lock.lock();
     sleeping_ = false;
-    const int64_t polled = grace_ns_ > 0 ? steady_ns() - grace_ns_ : INT64_MAX;
+    const int64_t since = grace_start();
     for (int i = 0; i < n; ++i) {
       const uint64_t id = evs[i].data.u64;
       if (id == 0) {
@@ -170,10 +182,8 @@ void Progress::run() {
       } else if (e.qp->muted()) {
         queue_locked(id);  // a write edge: a transmit pass (the poller reads)
         continue;
-      } else if (e.qp->mutable_now(polled) && mute_locked(id, e.qp)) {
-        // The poller reads these bytes itself, and whatever follows them while it polls. A
-        // write edge too: a full pass for it would read what the poller waits for.
-        continue;
+      } else if (mute_if_polled_locked(id, e.qp, since)) {
+        continue;  // a read or a write edge alike: the poller reads, the MOD's event transmits
       }
       queue_locked(id);
     }
@@ -187,10 +197,9 @@ void Progress::run() {
       it->second.queued = false;
       QueuePair* q = it->second.qp;
       // Read under mu_, which every change of it holds. A pass queued before an application
-      // began polling the QP (a kick, a pass cut short) must not read what the poller waits for.
+      // began polling the QP (a kick, a pass cut short) is muted like an edge would be.
       const bool muted =
-          q->muted() || (grace_ns_ > 0 && !it->second.hup &&
-                         q->mutable_now(steady_ns() - grace_ns_) && mute_locked(id, q));
+          q->muted() || (!it->second.hup && mute_if_polled_locked(id, q, grace_start()));
       running_ = id;
       lock.unlock();
       const QueuePair::PassResult r = muted ? q->transmit_pass() : q->pass();

@@ -65,7 +65,9 @@ class Progress {
   // Mute/unmute: epoll interest without/with EPOLLIN. Require mu_.
   bool mute_locked(uint64_t id, QueuePair* q);  // false: epoll_ctl failed, still watched
   void unmute_locked(uint64_t id, QueuePair* q);
-  void check_muted_locked();  // unmutes the QPs nobody polled within the grace
+  void check_muted_locked();    // unmutes the QPs nobody polled within the grace
+  int64_t grace_start() const;  // steady_ns() less the grace; INT64_MAX without one
+  bool mute_if_polled_locked(uint64_t id, QueuePair* q, int64_t since);  // requires mu_
 
   struct Entry {
     QueuePair* qp;  // Unowned.
