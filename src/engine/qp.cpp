@@ -203,7 +203,13 @@ void Qp::start(const ConnParams& params) {
   tx_hold_ = !params_.initiator && params_.llp == Llp::Mpa;
   rtr_pending_ = params_.initiator && params_.rtr != RtrType::None;
   state_ = QpState::Rts;
-  rx_to_length();
+  if (params_.llp == Llp::Sctp) {
+    sctp_rx_.start(params_.sctp_rx_ssn);
+    rx_framer_ = &sctp_rx_;
+  } else {
+    mpa_rx_.start(params_.crc, params_.markers_rx);
+    rx_framer_ = &mpa_rx_;
+  }
   emit(QpEvent::Established);
 }
 
@@ -336,7 +342,7 @@ void Qp::set_terminate(wire::TerminateCause cause, bool from_rx, const IrqEntry*
   } else if (f.d && rx_hdr) {
     t.ddp_header_size = wire::segment_header_size(rx_seg_.tagged);
     t.ddp_segment_length = rx_ulpdu_len_;
-    const uint8_t* ddp = rx_hdr_.data() + wire::kUlpduLengthSize;
+    const uint8_t* ddp = rx_hdr_.data();
     std::memcpy(t.ddp_header, ddp, t.ddp_header_size);
     if (f.r)  // a Read Request: rx_hdr_len_ covers its header
       std::memcpy(t.rdma_header, ddp + wire::kUntaggedHeaderSize, wire::kReadRequestHeaderSize);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/completion_queue.h"
+#include "engine/framer.h"
 #include "engine/receive_queue.h"
 #include "engine/types.h"
 #include "memory/registry.h"
@@ -57,7 +58,7 @@ struct QpStats {
   uint64_t tx_bytes = 0, rx_bytes = 0;
 };
 
-class Qp {
+class Qp final : private SegmentRx {
  public:
   explicit Qp(const QpConfig& config);
   Qp(const Qp&) = delete;
@@ -96,10 +97,7 @@ class Qp {
   const std::optional<wire::TerminateMessage>& terminate_received() const { return term_rcvd_; }
 
   // ---- lower-layer side: receive
-  struct RxNeed {
-    uint8_t* dst;  // where the next received bytes go
-    size_t len;    // at most this many (> 0 while the Qp reads)
-  };
+  using RxNeed = engine::RxNeed;  // len > 0 while the Qp reads
   // A remote Write's destination stays pinned (memory::Registry::Pin) from rx_need() until
   // rx_commit() or rx_cancel(), so a deregistration never races a placement (RFC 5041 §8.3.1(6))
   // and never waits for the network.
@@ -135,7 +133,7 @@ class Qp {
   // (runtime::Connection over transport::SctpStream): PPID (be32) | length (be32) | message.
   void rx_feed_message(uint32_t ppid, std::span<const uint8_t> msg);
   // Out-of-order messages held for reordering (tests, diagnostics).
-  size_t sctp_held() const { return sctp_hold_.size(); }
+  size_t sctp_held() const { return sctp_rx_.held(); }
 
  private:
   static constexpr size_t kMaxHeader = 2 + 18 + wire::kReadRequestHeaderSize;
@@ -186,9 +184,9 @@ class Qp {
     uint32_t index;  // SQ index for SlotDone::SqEntry
   };
   enum class TxKind : uint8_t { None, Sq, Irq };
-  // With CRCs (RFC 5044 §4.4) an FPDU is first staged whole (Stage, after Length) and replayed
-  // through Control..Trailer only once its CRC matched: nothing is placed before that.
-  enum class RxSt : uint8_t { Length, Stage, Control, Header, Payload, Trailer, Drain };
+  // The DDP segment being received: its control octets, the rest of its headers, its payload;
+  // Complete once all its octets are in, until the framer ends it (seg_end).
+  enum class SegSt : uint8_t { Idle, Control, Header, Payload, Complete };
 
   // qp.cpp: queues, completion, errors
   int fill_sq_entry(const SendWr& wr);  // validates wr into the entry at sq_tail_
@@ -221,14 +219,20 @@ class Qp {
   void put_marker(TxSlot& s);
   void detach_tx();
 
-  // qp_rx.cpp
-  size_t rx_copy_in(std::span<const uint8_t> in);
-  bool rx_need_is_app_memory() const;
+  // qp_rx.cpp: the segment side (SegmentRx) the framers drive
+  void seg_begin(uint16_t len) override;
+  RxNeed seg_need(bool* app) override;
+  void seg_commit(size_t n) override;
+  void seg_cancel() override;
+  void seg_fault() override;
+  bool seg_directable() const override;
+  void seg_end() override;
+  void llp_fail(wire::TerminateCause cause) override;
+  void llp_closed() override;
+  bool draining() const override { return rx_drain_; }
   void rx_process_control();
   void rx_process_header();
   void rx_begin_payload();
-  void rx_finish_fpdu();
-  void rx_finish_stage();
   void rx_deliver();
   // One row per RDMAP opcode (kRxOps, qp_rx.cpp): begin validates a segment and picks where its
   // payload goes (false: it failed, rx_fail was called); deliver completes the message once
@@ -251,18 +255,13 @@ class Qp {
   void rx_deliver_read_response();
   void rx_deliver_send();
   void rx_deliver_terminate();
-  void rx_process_marker();
   void rx_fail(wire::TerminateCause cause);
   void complete_active_recv(WcStatus status);
-  bool rx_check_tagged(uint32_t required, uint64_t payload_len);
-  void rx_to_length();
 
   // qp_sctp.cpp
   void sctp_start();
   void sctp_end_slot(TxSlot& s);
-  void sctp_process(uint32_t ppid, std::span<const uint8_t> msg);
   void sctp_fill_tx();
-  size_t sctp_rx_records(std::span<const uint8_t> in);
 
   QpConfig cfg_;
   ConnParams params_;
@@ -306,18 +305,18 @@ class Qp {
   std::array<uint8_t, wire::kTerminateMaxSize> term_body_{};
   std::vector<uint8_t> tx_bounce_;  // CRC of application memory (append), kTxBounce octets
 
-  // Receive
-  RxSt rx_st_ = RxSt::Length;
-  uint64_t rx_pos_ = 0;  // stream offset from SeqStart, markers included
-  uint64_t rx_fpdu_start_ = 0;
-  uint32_t rx_crc_ = 0;
-  size_t rx_got_ = 0;   // bytes of the current field already received
+  // Receive: the framer for params_.llp (framer.h) recovers segments; the rest is the segment.
+  std::array<uint8_t, 4096> rx_discard_{};
+  MpaRx mpa_rx_{*this, stats_, rx_discard_};
+  SctpRx sctp_rx_{*this, stats_, rx_discard_};
+  RxFramer* rx_framer_ = &mpa_rx_;
+  bool rx_drain_ = false;  // after an error: read and drop (RFC 5041 §7.1)
+  SegSt seg_st_ = SegSt::Idle;
+  size_t rx_got_ = 0;   // octets of the current field already received
   size_t rx_want_ = 0;  // size of the current field
   uint16_t rx_ulpdu_len_ = 0;
-  size_t rx_hdr_len_ = 0;  // DDP (+RDMAP) header bytes in hdr_buf_ after the length
+  size_t rx_hdr_len_ = 0;  // DDP (+RDMAP) header octets in rx_hdr_; 0 until they are known
   uint64_t rx_payload_len_ = 0;
-  bool rx_in_marker_ = false;
-  RxNeed rx_last_{nullptr, 0};
   wire::SegmentHeader rx_seg_{};
   uint8_t rx_opcode_ = 0;
   enum class RxDest : uint8_t { Discard, Host, Sgl, TermBody } rx_dest_ = RxDest::Discard;
@@ -333,24 +332,13 @@ class Qp {
   RecvWr rx_send_wr_{};
   Sgl rx_send_sgl_;
   uint64_t orq_placed_ = 0;  // payload octets of the oldest Read's response received so far
-  std::array<uint8_t, kMaxHeader> rx_hdr_{};
-  std::array<uint8_t, 8> rx_trailer_{};
-  std::array<uint8_t, 4> rx_marker_{};
+  std::array<uint8_t, kMaxHeader> rx_hdr_{};  // from the DDP control octet on
   std::array<uint8_t, 64> rx_term_{};
-  std::array<uint8_t, 4096> rx_discard_{};
-  size_t rx_pad_ = 0;
   bool rx_rtr_send_ = false;  // the current message is the peer's zero-length RTR Send
-  // CRC mode: the FPDU after its ULPDU_Length (ULPDU, PAD, CRC), and replaying it from there.
-  std::vector<uint8_t> rx_stage_;
-  bool rx_replay_ = false;
 
-  // SCTP mode: DDP-SSN state (RFC 5043 §5.2.1) and messages that arrived ahead of their turn.
-  uint16_t sctp_tx_ssn_ = 0, sctp_rx_ssn_ = 0;
-  std::map<uint16_t, std::pair<uint32_t, std::vector<uint8_t>>> sctp_hold_;
-  size_t sctp_held_bytes_ = 0;
+  // SCTP mode, transmit: DDP-SSN state (RFC 5043 §5.2.1).
+  uint16_t sctp_tx_ssn_ = 0;
   bool sctp_term_built_ = false;
-  bool sctp_inner_ = false;           // rx_feed() called by sctp_process(): plain bytes
-  std::vector<uint8_t> sctp_record_;  // a record split across rx_feed() calls
 
   // Errors: the first cause wins (RDMAP §7.1 item 24).
   std::optional<wire::TerminateMessage> term_sent_;

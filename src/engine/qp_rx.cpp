@@ -1,6 +1,7 @@
-// Qp receive path: an explicit, resumable state machine over the byte stream (length, control,
-// header, payload, trailer; markers removed wherever they fall). Headers are validated before a
-// single payload byte is placed (RFC 5041 §7.1, §8.1); payload is read straight into its target.
+// Qp receive path, DDP/RDMAP side: one segment at a time from the framer (framer.h), through an
+// explicit, resumable state machine (control octets, headers, payload). Headers are validated
+// before a single payload byte is placed (RFC 5041 §7.1, §8.1); payload is read straight into its
+// target.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -29,144 +30,123 @@ constexpr wire::TerminateCause remote_op(uint8_t code) {
 
 }  // namespace
 
-void Qp::rx_to_length() {
-  if (rx_st_ == RxSt::Drain) return;
-  rx_st_ = RxSt::Length;
-  rx_got_ = 0;
-  rx_want_ = wire::kUlpduLengthSize;
-  rx_hdr_len_ = 0;
-  rx_crc_ = wire::kCrc32cInit;
-}
-
-bool Qp::rx_directable() const {
-  if (rx_in_marker_) return false;
-  return rx_st_ == RxSt::Stage ||
-         (rx_st_ == RxSt::Payload && (rx_dest_ == RxDest::Host || rx_dest_ == RxDest::Sgl));
-}
+// ---- Qp's lower-layer receive calls: the framer of the connection's LLP (framer.h)
 
 Qp::RxNeed Qp::rx_need() {
   if (state_ == QpState::Idle) return {nullptr, 0};
-  // After an error nothing is parsed or placed (RFC 5041 §7.1: "MUST silently drop any
-  // subsequent incoming DDP Segments"), but reading goes on so the close is seen.
-  if (rx_st_ == RxSt::Drain) return rx_last_ = {rx_discard_.data(), rx_discard_.size()};
-  size_t to_marker = SIZE_MAX;
-  if (params_.markers_rx && !rx_replay_) {  // a staged FPDU holds no Markers any more
-    const size_t mpos = rx_pos_ % wire::kMarkerInterval;
-    if (mpos < wire::kMarkerSize) {
-      rx_in_marker_ = true;
-      return rx_last_ = {rx_marker_.data() + mpos, wire::kMarkerSize - mpos};
-    }
-    to_marker = wire::kMarkerInterval - mpos;
-  }
-  rx_in_marker_ = false;
-  RxNeed need{nullptr, 0};
-  switch (rx_st_) {
-    case RxSt::Length:
-    case RxSt::Control:
-    case RxSt::Header:
-      need = {rx_hdr_.data() + rx_got_, rx_want_ - rx_got_};
-      break;
-    case RxSt::Stage:
-      need = {rx_stage_.data() + rx_got_, rx_want_ - rx_got_};
-      break;
-    case RxSt::Payload: {
-      const uint64_t left = rx_payload_len_ - rx_got_;
-      switch (rx_dest_) {
-        case RxDest::Host: {
-          // Re-validated for each read: a region deregistered mid-message stops placement.
-          rx_pin_ = cfg_.registry->pin(rx_seg_.stag, cfg_.pd, cfg_.qp_num, memory::kRemoteWrite,
-                                       rx_seg_.to + rx_got_, left);
-          if (!rx_pin_.ok()) {
-            const AccessResult r = rx_pin_.mapping().result;
-            rx_pin_.release();
-            rx_fail(ddp_tagged_error(r));
-            return rx_need();
-          }
-          need = {rx_pin_.mapping().host, left};
-          break;
-        }
-        case RxDest::Sgl: {
-          // Our own receive buffer or Read sink, resolved when the message began: validated
-          // again for each read, like a Write's target, so that nothing is placed after
-          // ibv_dereg_mr returned (a later segment of a Send or Read Response).
-          const ResolvedSge piece = rx_sgl_->at(rx_sgl_off_ + rx_got_);
-          const uint64_t len = std::min<uint64_t>(piece.len, left);
-          rx_pin_ =
-              cfg_.registry->pin(piece.lkey, cfg_.pd, 0, memory::kLocalWrite, piece.addr, len);
-          if (!rx_pin_.ok()) {
-            rx_fault();
-            return rx_need();
-          }
-          need = {rx_pin_.mapping().host, len};
-          break;
-        }
-        case RxDest::TermBody:
-          if (rx_got_ < rx_term_.size()) {
-            need = {rx_term_.data() + rx_got_, std::min<uint64_t>(rx_term_.size() - rx_got_, left)};
-            break;
-          }
-          [[fallthrough]];
-        case RxDest::Discard:
-          need = {rx_discard_.data(), std::min<uint64_t>(rx_discard_.size(), left)};
-          break;
-      }
-      break;
-    }
-    case RxSt::Trailer:
-      need = {rx_trailer_.data() + rx_got_, rx_want_ - rx_got_};
-      break;
-    case RxSt::Drain:
-      break;
-  }
-  need.len = std::min(need.len, to_marker);
-  return rx_last_ = need;
+  return rx_framer_->need();
 }
 
-size_t Qp::rx_feed(std::span<const uint8_t> in) {
-  if (params_.llp == Llp::Sctp && !sctp_inner_) return sctp_rx_records(in);
-  return rx_copy_in(in);
-}
-
-// Feeds bytes the caller holds through rx_need()/rx_commit(). Payload bound for application
-// memory goes through memory::copy_to_app, so a page that vanished is a protocol error on this
-// stream (rx_fault) rather than SIGSEGV in the application.
-size_t Qp::rx_copy_in(std::span<const uint8_t> in) {
-  size_t used = 0;
-  while (used < in.size()) {
-    const RxNeed need = rx_need();
-    if (need.len == 0) break;
-    const size_t k = std::min(need.len, in.size() - used);
-    if (rx_need_is_app_memory()) {
-      if (memory::copy_to_app(need.dst, in.data() + used, k) != 0) {
-        rx_fault();
-        continue;  // the Qp drains from here on; the same bytes are read and dropped
-      }
-    } else {
-      std::memcpy(need.dst, in.data() + used, k);
-    }
-    rx_commit(k);
-    used += k;
-  }
-  return used;
-}
-
-bool Qp::rx_need_is_app_memory() const {
-  return !rx_in_marker_ && rx_st_ == RxSt::Payload &&
-         (rx_dest_ == RxDest::Host || rx_dest_ == RxDest::Sgl);
+void Qp::rx_commit(size_t n) {
+  rx_framer_->commit(n);
 }
 
 void Qp::rx_cancel() {
+  rx_framer_->cancel();
+}
+
+void Qp::rx_fault() {
+  rx_framer_->fault();
+}
+
+bool Qp::rx_directable() const {
+  return rx_framer_->directable();
+}
+
+size_t Qp::rx_feed(std::span<const uint8_t> in) {
+  if (state_ == QpState::Idle) return 0;  // not reading yet
+  return rx_framer_->feed(in);
+}
+
+void Qp::rx_feed_message(uint32_t ppid, std::span<const uint8_t> msg) {
+  if (state_ == QpState::Idle) return;
+  rx_framer_->feed_message(ppid, msg);
+}
+
+// ---- SegmentRx: one DDP segment at a time
+
+void Qp::seg_begin(uint16_t len) {
+  rx_ulpdu_len_ = len;
+  rx_hdr_len_ = 0;
+  rx_got_ = 0;
+  rx_want_ = 2;  // the DDP and RDMAP control octets (RFC 5041 §4, RFC 5040 §4.2)
+  seg_st_ = SegSt::Control;
+  if (len < rx_want_) {
+    // The segment cannot hold the headers its own control fields announce. RFC 5041 §6.2.2
+    // makes an invalid DDP header fatal but names no code for a short segment: RDMAP "Remote
+    // Operation Error / Unspecified" is the closest.
+    rx_fail(remote_op(term::kUnspecified));
+  }
+}
+
+bool Qp::seg_directable() const {
+  return seg_st_ == SegSt::Payload && (rx_dest_ == RxDest::Host || rx_dest_ == RxDest::Sgl);
+}
+
+RxNeed Qp::seg_need(bool* app) {
+  *app = false;
+  if (rx_drain_) return {nullptr, 0};
+  switch (seg_st_) {
+    case SegSt::Control:
+    case SegSt::Header:
+      return {rx_hdr_.data() + rx_got_, rx_want_ - rx_got_};
+    case SegSt::Payload:
+      break;
+    case SegSt::Idle:
+    case SegSt::Complete:
+      return {nullptr, 0};
+  }
+  const uint64_t left = rx_payload_len_ - rx_got_;
+  switch (rx_dest_) {
+    case RxDest::Host: {
+      // Re-validated for each read: a region deregistered mid-message stops placement.
+      rx_pin_ = cfg_.registry->pin(rx_seg_.stag, cfg_.pd, cfg_.qp_num, memory::kRemoteWrite,
+                                   rx_seg_.to + rx_got_, left);
+      if (!rx_pin_.ok()) {
+        const AccessResult r = rx_pin_.mapping().result;
+        rx_pin_.release();
+        rx_fail(ddp_tagged_error(r));
+        return {nullptr, 0};
+      }
+      *app = true;
+      return {rx_pin_.mapping().host, left};
+    }
+    case RxDest::Sgl: {
+      // Our own receive buffer or Read sink, resolved when the message began: validated
+      // again for each read, like a Write's target, so that nothing is placed after
+      // ibv_dereg_mr returned (a later segment of a Send or Read Response).
+      const ResolvedSge piece = rx_sgl_->at(rx_sgl_off_ + rx_got_);
+      const uint64_t len = std::min<uint64_t>(piece.len, left);
+      rx_pin_ = cfg_.registry->pin(piece.lkey, cfg_.pd, 0, memory::kLocalWrite, piece.addr, len);
+      if (!rx_pin_.ok()) {
+        seg_fault();
+        return {nullptr, 0};
+      }
+      *app = true;
+      return {rx_pin_.mapping().host, len};
+    }
+    case RxDest::TermBody:
+      if (rx_got_ < rx_term_.size())
+        return {rx_term_.data() + rx_got_, std::min<uint64_t>(rx_term_.size() - rx_got_, left)};
+      [[fallthrough]];
+    case RxDest::Discard:
+      break;
+  }
+  return {rx_discard_.data(), std::min<uint64_t>(rx_discard_.size(), left)};
+}
+
+void Qp::seg_cancel() {
   rx_pin_.release();
 }
 
-// The destination of the last rx_need() could not be written: a Write's target is the peer's
+// The destination of the last seg_need() could not be written: a Write's target is the peer's
 // error on a region it may write (DDP tagged; RFC 5041 has no code for access rights, so "Invalid
 // STag", as for the other access checks), a Send's receive buffer or a Read's sink is ours (the
 // receive or Read completes with a local protection error, and the stream ends with RDMAP "Local
 // Catastrophic", as for a bad lkey).
-void Qp::rx_fault() {
+void Qp::seg_fault() {
   rx_pin_.release();
-  if (rx_st_ != RxSt::Payload) return;
+  if (seg_st_ != SegSt::Payload || rx_drain_) return;
   const auto op = static_cast<wire::Opcode>(rx_opcode_);
   if (op == wire::Opcode::RdmaWrite) {
     rx_fail(ddp_tagged_error(AccessResult::AccessDenied));
@@ -182,130 +162,59 @@ void Qp::rx_fault() {
   rx_fail({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0});
 }
 
-void Qp::rx_commit(size_t n) {
+void Qp::seg_commit(size_t n) {
   rx_pin_.release();
-  if (n == 0) return;
-  if (rx_replay_) {
-    // Bytes of a staged FPDU: counted, CRC-checked and Marker-stripped when they arrived.
-    if (rx_st_ == RxSt::Drain) return;
-  } else {
-    stats_.rx_bytes += n;
-    if (rx_st_ == RxSt::Drain) {
-      rx_pos_ += n;
-      return;
-    }
-    if (rx_in_marker_) {
-      rx_pos_ += n;
-      if (rx_pos_ % wire::kMarkerInterval == wire::kMarkerSize) rx_process_marker();
-      return;
-    }
-    if (params_.crc) {
-      // Covered: ULPDU_Length, ULPDU and PAD; not the CRC field itself (RFC 5044 §4.4).
-      size_t covered = n;
-      if (rx_st_ == RxSt::Stage) {
-        const size_t crc_at = rx_want_ - wire::kCrcSize;
-        covered = rx_got_ < crc_at ? std::min(n, crc_at - rx_got_) : 0;
-      }
-      rx_crc_ = wire::crc32c_update(rx_crc_, rx_last_.dst, covered);
-    }
-    if (rx_st_ == RxSt::Length && rx_got_ == 0) rx_fpdu_start_ = rx_pos_;
-    rx_pos_ += n;
-  }
+  if (n == 0 || rx_drain_) return;
   rx_got_ += n;
-  switch (rx_st_) {
-    case RxSt::Length:
-      if (rx_got_ == rx_want_) {
-        rx_ulpdu_len_ = wire::load_be16(rx_hdr_.data());
-        if (params_.crc) {
-          rx_st_ = RxSt::Stage;
-          rx_got_ = 0;
-          rx_want_ = rx_ulpdu_len_ + wire::fpdu_pad(rx_ulpdu_len_) + wire::kCrcSize;
-          if (rx_stage_.size() < rx_want_) rx_stage_.resize(rx_want_);
-        } else {
-          rx_st_ = RxSt::Control;
-          rx_want_ = wire::kUlpduLengthSize + 2;
-        }
-      }
-      break;
-    case RxSt::Stage:
-      if (rx_got_ == rx_want_) rx_finish_stage();
-      break;
-    case RxSt::Control:
+  switch (seg_st_) {
+    case SegSt::Control:
       if (rx_got_ == rx_want_) rx_process_control();
       break;
-    case RxSt::Header:
+    case SegSt::Header:
       if (rx_got_ == rx_want_) rx_process_header();
       break;
-    case RxSt::Payload:
-      if (rx_got_ == rx_payload_len_) {
-        rx_st_ = RxSt::Trailer;
-        rx_got_ = 0;
-        rx_want_ = rx_pad_ + wire::kCrcSize;
-      }
+    case SegSt::Payload:
+      if (rx_got_ == rx_payload_len_) seg_st_ = SegSt::Complete;
       break;
-    case RxSt::Trailer:
-      if (rx_got_ == rx_want_) rx_finish_fpdu();
-      break;
-    case RxSt::Drain:
+    case SegSt::Idle:
+    case SegSt::Complete:
       break;
   }
 }
 
-// RFC 5044 §4.4: "When an FPDU is received, and CRC checking is enabled, the receiver MUST
-// first" check its CRC; a mismatch makes the FPDU invalid (MPA error 2, an LLP Terminate with
-// no copied headers, RFC 5040 Figure 10). Only a valid FPDU is then parsed and placed, by
-// replaying the staged bytes through the usual states from the DDP control field on.
-void Qp::rx_finish_stage() {
-  const size_t len = rx_want_;
-  if (wire::load_le32(rx_stage_.data() + len - wire::kCrcSize) != wire::crc32c_final(rx_crc_)) {
-    rx_fail({TermLayer::Llp, term::kLlpMpa, term::kMpaCrc});
-    return;
-  }
-  rx_replay_ = true;
-  rx_st_ = RxSt::Control;
-  rx_got_ = wire::kUlpduLengthSize;  // rx_hdr_ holds the length already
-  rx_want_ = wire::kUlpduLengthSize + 2;
-  rx_copy_in({rx_stage_.data(), len});
-  rx_replay_ = false;
+void Qp::llp_fail(wire::TerminateCause cause) {
+  rx_fail(cause);
 }
 
-// RFC 5044 §4.3: every Marker points back to the length field of the FPDU it sits in, or is 0
-// when it falls between FPDUs; either way it is covered by that FPDU's CRC (§4.4). A mismatch is
-// MPA error 3 (RFC 5044 §8), reported as an LLP Terminate.
-void Qp::rx_process_marker() {
-  const uint64_t marker_pos = rx_pos_ - wire::kMarkerSize;
-  const bool between = rx_st_ == RxSt::Length && rx_got_ == 0;
-  const uint16_t expect = between ? 0 : static_cast<uint16_t>(marker_pos - rx_fpdu_start_) & 0xFFFC;
-  if (params_.crc) rx_crc_ = wire::crc32c_update(rx_crc_, rx_marker_.data(), wire::kMarkerSize);
-  if (wire::decode_marker_fpduptr(rx_marker_.data()) != expect)
-    rx_fail({TermLayer::Llp, term::kLlpMpa, term::kMpaMarker});
+// The peer's side ended between frames (an SCTP Session Terminate; over TCP rx_eof itself).
+void Qp::llp_closed() {
+  rx_eof();
+  rx_drain_ = true;
 }
 
 void Qp::rx_process_control() {
-  rx_seg_.tagged = rx_hdr_[2] & wire::kDdpFlagTagged;
-  rx_opcode_ = wire::rdmap_opcode(rx_hdr_[3]);
+  rx_seg_.tagged = rx_hdr_[0] & wire::kDdpFlagTagged;
+  rx_opcode_ = wire::rdmap_opcode(rx_hdr_[1]);
   size_t hdr = wire::segment_header_size(rx_seg_.tagged);
   if (!rx_seg_.tagged && rx_opcode_ == static_cast<uint8_t>(wire::Opcode::ReadRequest))
     hdr += wire::kReadRequestHeaderSize;
   if (rx_ulpdu_len_ < hdr) {
-    // The segment cannot hold the headers its own control fields announce. RFC 5041 §6.2.2
-    // makes an invalid DDP header fatal but names no code for a short segment: RDMAP "Remote
-    // Operation Error / Unspecified" is the closest.
-    rx_fail(remote_op(term::kUnspecified));
+    rx_fail(remote_op(term::kUnspecified));  // as in seg_begin: too short for its headers
     return;
   }
   rx_hdr_len_ = hdr;
-  rx_st_ = RxSt::Header;
-  rx_want_ = wire::kUlpduLengthSize + hdr;
+  seg_st_ = SegSt::Header;
+  rx_want_ = hdr;
 }
 
 void Qp::rx_fail(wire::TerminateCause cause) {
+  rx_pin_.release();
   set_terminate(cause, true);
-  rx_st_ = RxSt::Drain;
+  rx_drain_ = true;
 }
 
 void Qp::rx_process_header() {
-  wire::decode_segment_header({rx_hdr_.data() + wire::kUlpduLengthSize, rx_hdr_len_}, &rx_seg_);
+  wire::decode_segment_header({rx_hdr_.data(), rx_hdr_len_}, &rx_seg_);
   rx_payload_len_ = rx_ulpdu_len_ - rx_hdr_len_;
   const wire::OpcodeInfo& oi = wire::opcode_info(rx_opcode_);
   // RFC 5041 §4.1: DV MUST be 1; the error type follows the T bit (§7.2).
@@ -347,7 +256,7 @@ constexpr std::array<Qp::RxOp, 16> Qp::kRxOps = {{
 }};
 
 // Pre-placement validation and choice of the destination (RFC 5041 §7.1, RFC 5040 §7.2), by
-// the opcode's row of kRxOps; then the payload, or straight to the trailer.
+// the opcode's row of kRxOps; then the payload, if any.
 void Qp::rx_begin_payload() {
   static_assert(
       [] {
@@ -359,14 +268,8 @@ void Qp::rx_begin_payload() {
   rx_dest_ = RxDest::Discard;
   rx_rtr_send_ = false;
   if (!(this->*kRxOps[rx_opcode_ & wire::kRdmapMaskOpcode].begin)()) return;  // rx_fail'ed
-  rx_pad_ = wire::fpdu_pad(rx_ulpdu_len_);
-  if (rx_payload_len_ == 0) {
-    rx_st_ = RxSt::Trailer;
-    rx_want_ = rx_pad_ + wire::kCrcSize;
-  } else {
-    rx_st_ = RxSt::Payload;
-    rx_want_ = rx_payload_len_;
-  }
+  seg_st_ = rx_payload_len_ == 0 ? SegSt::Complete : SegSt::Payload;
+  rx_want_ = rx_payload_len_;
   rx_got_ = 0;
 }
 
@@ -508,13 +411,14 @@ bool Qp::rx_begin_terminate() {
   return true;
 }
 
-void Qp::rx_finish_fpdu() {
-  // With CRCs the FPDU's CRC matched before it was replayed here (rx_finish_stage).
+// The framer found the segment whole and valid (with CRCs: its CRC matched).
+void Qp::seg_end() {
   ++stats_.rx_fpdus;
   rx_first_seen_ = true;
   tx_hold_ = false;
+  seg_st_ = SegSt::Idle;
   if (rx_seg_.last) rx_deliver();
-  rx_to_length();
+  rx_hdr_len_ = 0;
 }
 
 // Delivery of a complete message (RFC 5041 §5.4), in order; Read Requests are processed only
@@ -572,8 +476,8 @@ void Qp::rx_deliver_send() {
 }
 
 void Qp::rx_deliver_read_request() {
-  const wire::ReadRequestHeader rr = wire::decode_read_request(
-      rx_hdr_.data() + wire::kUlpduLengthSize + wire::kUntaggedHeaderSize);
+  const wire::ReadRequestHeader rr =
+      wire::decode_read_request(rx_hdr_.data() + wire::kUntaggedHeaderSize);
   // RFC 5040 §5.2.1: a zero-size Read is not validated and gets a zero-length response.
   if (rr.size != 0) {
     const memory::Mapping m = cfg_.registry->check(rr.src_stag, cfg_.pd, cfg_.qp_num,
@@ -595,23 +499,20 @@ void Qp::rx_deliver_terminate() {
   wire::decode_terminate({rx_term_.data(), n}, &t);
   term_rcvd_ = t;
   // RDMAP §5.4: the stream is over; everything outstanding completes in error.
-  rx_st_ = RxSt::Drain;
+  rx_drain_ = true;
   enter_error(QpEvent::TerminateReceived);
 }
 void Qp::rx_eof() {
-  const size_t mpos = rx_pos_ % wire::kMarkerInterval;
-  const bool mid_marker = params_.markers_rx && mpos > 0 && mpos < wire::kMarkerSize;
-  const bool clean = rx_st_ == RxSt::Length && rx_got_ == 0 && !mid_marker;
   if (state_ == QpState::Idle || state_ == QpState::Error) {
     want_shutdown_ = true;
     return;
   }
   if (state_ == QpState::Terminate) {
-    rx_st_ = RxSt::Drain;  // our Terminate still goes out, then we close
+    rx_drain_ = true;  // our Terminate still goes out, then we close
     return;
   }
-  if (clean) {
-    rx_st_ = RxSt::Drain;
+  if (rx_framer_->at_boundary()) {
+    rx_drain_ = true;
     enter_error(QpEvent::Closed);
     return;
   }
@@ -625,7 +526,7 @@ void Qp::rx_error(int /*err*/) {
   slots_used_ = 0;
   tx_iov_begin_ = tx_iov_end_ = 0;
   tx_batch_bytes_ = 0;
-  rx_st_ = RxSt::Drain;
+  rx_drain_ = true;
   enter_error(QpEvent::LlpError);
 }
 
