@@ -8,6 +8,8 @@
 // lower-layer calls (rx_need/rx_commit/rx_feed, rx_feed_message), which delegate here.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -16,11 +18,21 @@
 #include <utility>
 #include <vector>
 
+#include "wire/ddp.h"
+#include "wire/rdmap.h"
 #include "wire/terminate.h"
 
 namespace uiw::engine {
 
 struct QpStats;
+
+// SCTP mode: the PPID of a message from Qp::tx_pending(), from the octet after its DDP-SSN.
+// A Session Control message has a zero there (function codes 1-4, RFC 5043 §5.2.3); a DDP
+// Segment has its DDP control octet, never zero as DV is 1 (RFC 5041 §4.1).
+inline uint32_t sctp_ppid_of(uint8_t octet_after_ssn) {
+  return octet_after_ssn ? 16 : 17;
+}
+inline constexpr size_t kSctpRecordHeader = 8;  // rx_feed() record: PPID | length
 
 // Where the next received octets go, and at most how many.
 struct RxNeed {
@@ -151,6 +163,125 @@ class SctpRx final : public RxFramer {
   std::map<uint16_t, std::pair<uint32_t, std::vector<uint8_t>>> hold_;
   size_t held_bytes_ = 0;
   std::vector<uint8_t> record_;  // a record split across feed() calls
+};
+
+// ---- Transmit
+
+// The octets a frame puts before the DDP header: the MPA ULPDU_Length (RFC 5044 §4.1) or the
+// DDP-SSN (RFC 5043 §5.2.1), two either way.
+inline constexpr size_t kFramePrefix = 2;
+inline constexpr size_t kMaxFrameHeader =
+    kFramePrefix + wire::kUntaggedHeaderSize + wire::kReadRequestHeaderSize;
+
+// One frame being built or sent. The framing's own octets (prefix, Markers, pad, CRC) live here;
+// the engine writes the segment's headers at hdr + kFramePrefix; payload is sent from where it
+// is.
+struct TxFrame {
+  uint8_t hdr[kMaxFrameHeader];
+  uint8_t trailer[8];  // pad (0-3) then CRC: separate iovecs since a Marker may sit between
+  std::vector<uint8_t> markers;
+  size_t markers_used;
+  size_t remaining;    // wire octets not yet accepted by the LLP
+  size_t bytes;        // wire octets of the whole frame
+  size_t iov_count;    // iovecs this frame occupies in TxIovs
+  uint64_t start_pos;  // stream offset of its first octet
+};
+
+// The iovecs handed to the LLP, frame after frame.
+struct TxIovs {
+  std::vector<iovec> iov;
+  size_t begin = 0, end = 0;
+  size_t batch_bytes = 0;  // octets in [begin, end)
+  void push(TxFrame& f, const void* p, size_t len) {
+    iov[end++] = {const_cast<void*>(p), len};
+    ++f.iov_count;
+    f.remaining += len;
+    f.bytes += len;
+    batch_bytes += len;
+  }
+};
+
+// The transmit half of a framer: the engine builds each segment into a frame through it.
+class TxFramer {
+ public:
+  virtual ~TxFramer() = default;
+  // The iovecs one frame of a segment with up to `pieces` payload pieces may need, and the
+  // per-frame storage for them (Markers).
+  virtual size_t max_iovs(size_t pieces) const = 0;
+  virtual void prepare(TxFrame& f) const = 0;
+  virtual void begin(TxFrame& f) = 0;
+  // The segment's headers, hlen octets at f.hdr + kFramePrefix, of a segment of len octets.
+  virtual void add_header(TxFrame& f, size_t hlen, size_t len) = 0;
+  // Payload, sent from p. app: application memory a peer named (a Read Response's source),
+  // read through memory::copy_from_app where the framing reads it (CRC): false when a page of
+  // it could not be read, and the frame is then incomplete (unbuild).
+  virtual bool add_payload(TxFrame& f, const uint8_t* p, size_t len, bool app) = 0;
+  virtual void end(TxFrame& f, size_t len) = 0;
+  virtual void unbuild(const TxFrame& f) = 0;  // the frame just begun is taken back
+  // Every frame after f is dropped; f itself is dropped too unless it is partly sent.
+  virtual void drop_after(const TxFrame& f, bool partly_sent) = 0;
+  // The LLP keeps message boundaries: hand it one frame per write.
+  virtual bool frame_per_write() const = 0;
+  // The framing's own last message once the engine is done sending (false: it has none).
+  virtual bool build_close(TxFrame& f) = 0;
+};
+
+// MPA: ULPDU_Length | ULPDU | PAD | CRC, a Marker every 512 octets of the stream when the peer
+// asked for them (RFC 5044 §4.3), the CRC over all of it (§4.4).
+class MpaTx final : public TxFramer {
+ public:
+  MpaTx(TxIovs& out, QpStats& stats) : out_(out), stats_(stats) {}
+  void start(bool crc, bool markers, uint32_t mulpdu);
+
+  size_t max_iovs(size_t pieces) const override;
+  void prepare(TxFrame& f) const override;
+  void begin(TxFrame& f) override;
+  void add_header(TxFrame& f, size_t hlen, size_t len) override;
+  bool add_payload(TxFrame& f, const uint8_t* p, size_t len, bool app) override;
+  void end(TxFrame& f, size_t len) override;
+  void unbuild(const TxFrame& f) override { pos_ = f.start_pos; }
+  void drop_after(const TxFrame& f, bool partly_sent) override;
+  bool frame_per_write() const override { return false; }
+  bool build_close(TxFrame&) override { return false; }
+
+ private:
+  bool append(TxFrame& f, const uint8_t* p, size_t len, bool fold_crc, bool app);
+  bool fold_app_crc(const uint8_t* p, size_t len);
+  void put_marker(TxFrame& f);
+
+  TxIovs& out_;
+  QpStats& stats_;
+  bool crc_on_ = true, markers_ = false;
+  size_t markers_per_frame_ = 0;
+  uint64_t pos_ = 0;  // stream offset from SeqStart of the next octet built
+  uint64_t fpdu_start_ = 0;
+  uint32_t crc_ = 0;
+  std::vector<uint8_t> bounce_;  // CRC of application memory (append), allocated on first use
+};
+
+// SCTP: each frame is one message, a DDP Segment Chunk (RFC 5043 §5.2.1): the DDP-SSN, then the
+// segment, nothing after it; the session ends with a Session Control Terminate (§6.2).
+class SctpTx final : public TxFramer {
+ public:
+  SctpTx(TxIovs& out, QpStats& stats) : out_(out), stats_(stats) {}
+  void start(uint16_t tx_ssn);
+
+  size_t max_iovs(size_t pieces) const override { return pieces + 1; }
+  void prepare(TxFrame& f) const override { f.markers.clear(); }
+  void begin(TxFrame&) override {}
+  void add_header(TxFrame& f, size_t hlen, size_t len) override;
+  bool add_payload(TxFrame& f, const uint8_t* p, size_t len, bool app) override;
+  void end(TxFrame& f, size_t len) override;
+  void unbuild(const TxFrame&) override {}
+  void drop_after(const TxFrame& f, bool partly_sent) override;
+  bool frame_per_write() const override { return true; }
+  bool build_close(TxFrame& f) override;
+
+ private:
+  TxIovs& out_;
+  QpStats& stats_;
+  uint16_t ssn_ = 0;
+  bool close_built_ = false;
 };
 
 }  // namespace uiw::engine

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "wire/mpa.h"
+#include "wire/sctp.h"
 
 namespace uiw::engine {
 
@@ -187,29 +188,38 @@ void Qp::flush_late() {
 
 void Qp::start(const ConnParams& params) {
   params_ = params;
-  if (params_.llp == Llp::Sctp) sctp_start();  // no MPA framing, DDP-SSNs instead
+  if (params_.llp == Llp::Sctp) {
+    // RFC 5043: no MPA framing (CRC, Markers) and no MPA-negotiated RTR. §9: the maximum DDP
+    // Segment size is at least 516 octets.
+    params_.crc = false;
+    params_.markers_tx = params_.markers_rx = false;
+    params_.rtr = RtrType::None;
+    if (params_.mulpdu < wire::kSctpMinMaxSegment)
+      params_.mulpdu = static_cast<uint32_t>(wire::kSctpMinMaxSegment);
+  }
   if (params_.mulpdu < wire::kMinMulpdu) params_.mulpdu = wire::kMinMulpdu;
   if (params_.mulpdu > wire::kMaxMulpdu) params_.mulpdu = wire::kMaxMulpdu;
   if (params_.ord > kMaxOrdIrd) params_.ord = kMaxOrdIrd;
   if (params_.ird > kMaxOrdIrd) params_.ird = kMaxOrdIrd;
-  // Worst case iovecs per FPDU: length+header, up to kMaxSge payload pieces, pad, CRC, and with
-  // markers every piece may split once per marker plus the markers themselves.
-  const size_t markers = params_.markers_tx ? params_.mulpdu / 508 + 3 : 0;
-  for (TxSlot& s : slots_) s.markers.assign(markers * wire::kMarkerSize, 0);
-  tx_iov_per_fpdu_ = kMaxSge + 4 + 2 * markers;
-  tx_iov_.assign(kTxSlots * tx_iov_per_fpdu_ + 1024, iovec{});
+  if (params_.llp == Llp::Sctp) {
+    sctp_tx_.start(params_.sctp_tx_ssn);
+    sctp_rx_.start(params_.sctp_rx_ssn);
+    tx_framer_ = &sctp_tx_;
+    rx_framer_ = &sctp_rx_;
+  } else {
+    mpa_tx_.start(params_.crc, params_.markers_tx, params_.mulpdu);
+    mpa_rx_.start(params_.crc, params_.markers_rx);
+    tx_framer_ = &mpa_tx_;
+    rx_framer_ = &mpa_rx_;
+  }
+  for (TxSlot& s : slots_) tx_framer_->prepare(s);
+  tx_iov_per_fpdu_ = tx_framer_->max_iovs(kMaxSge);
+  tx_out_.iov.assign(kTxSlots * tx_iov_per_fpdu_ + 1024, iovec{});
   // RFC 5044 §7.1.2: "MPA Responder mode implementations MUST receive and validate at least one
   // FPDU before sending any FPDUs or Markers."
   tx_hold_ = !params_.initiator && params_.llp == Llp::Mpa;
   rtr_pending_ = params_.initiator && params_.rtr != RtrType::None;
   state_ = QpState::Rts;
-  if (params_.llp == Llp::Sctp) {
-    sctp_rx_.start(params_.sctp_rx_ssn);
-    rx_framer_ = &sctp_rx_;
-  } else {
-    mpa_rx_.start(params_.crc, params_.markers_rx);
-    rx_framer_ = &mpa_rx_;
-  }
   emit(QpEvent::Established);
 }
 
@@ -222,8 +232,8 @@ void Qp::abort() {
   if (state_ == QpState::Error) return;
   // Abortive close: the connection is reset, so unsent bytes are dropped, not detached.
   slots_used_ = 0;
-  tx_iov_begin_ = 0;
-  tx_batch_bytes_ = 0;
+  tx_out_.begin = tx_out_.end = 0;
+  tx_out_.batch_bytes = 0;
   detached_.clear();
   state_ = QpState::Error;
   flush_all();

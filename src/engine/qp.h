@@ -1,4 +1,5 @@
-// The per-QP protocol machine: RDMAP over DDP over MPA (RFC 5040 / 5041 / 5044 + 6581).
+// The per-QP protocol machine: RDMAP over DDP (RFC 5040 / 5041) over a framer (framer.h): MPA
+// over TCP (RFC 5044 + 6581) or one SCTP message per segment (RFC 5043).
 //
 // Sans-IO (STYLE.md, nghttp2/ngtcp2): the Qp never touches a socket or a clock. The lower layer
 // moves bytes:
@@ -6,8 +7,8 @@
 //             (a "directed read": payload lands straight in the registered buffer it belongs to),
 //             or qp.rx_feed(bytes) when the caller already holds the bytes (copy mode);
 //   transmit: auto iov = qp.tx_pending();  n = sendmsg(fd, iov);  qp.tx_commit(n);
-//             (the iovecs reference user payload in place; headers, pad, CRC and markers live in
-//             the Qp until tx_commit has passed them).
+//             (the iovecs reference user payload in place; the framing's octets live in the Qp
+//             until tx_commit has passed them).
 //
 // Thread safety: none. The caller (runtime/provider) serializes every call on one Qp. Completion
 // and receive queues are thread-safe on their own.
@@ -33,14 +34,6 @@
 #include "wire/terminate.h"
 
 namespace uiw::engine {
-
-// SCTP mode: the PPID of a message from Qp::tx_pending(), from the octet after its DDP-SSN.
-// A Session Control message has a zero there (function codes 1-4, RFC 5043 §5.2.3); a DDP
-// Segment has its DDP control octet, never zero as DV is 1 (RFC 5041 §4.1).
-inline uint32_t sctp_ppid_of(uint8_t octet_after_ssn) {
-  return octet_after_ssn ? 16 : 17;
-}
-inline constexpr size_t kSctpRecordHeader = 8;  // rx_feed() record: PPID | length
 
 struct QpConfig {
   uint32_t qp_num = 0;
@@ -136,10 +129,9 @@ class Qp final : private SegmentRx {
   size_t sctp_held() const { return sctp_rx_.held(); }
 
  private:
-  static constexpr size_t kMaxHeader = 2 + 18 + wire::kReadRequestHeaderSize;
+  static constexpr size_t kMaxHeader = kMaxFrameHeader;
   static constexpr size_t kTxSlots = 64;
   static constexpr size_t kTxBatchBytes = 1 << 20;
-  static constexpr size_t kTxBounce = 16 << 10;
 
   struct ResolvedSge {
     uint8_t* ptr;
@@ -171,15 +163,7 @@ class Qp final : private SegmentRx {
     uint32_t msn;  // the Read Request's DDP MSN (QN 1), for a Terminate about it
   };
   enum class SlotDone : uint8_t { None, SqEntry, Terminate };
-  struct TxSlot {
-    uint8_t hdr[kMaxHeader];
-    uint8_t trailer[8];  // pad (0-3) then CRC: separate iovecs since a marker may sit between
-    std::vector<uint8_t> markers;
-    size_t remaining;  // wire bytes not yet accepted by the lower layer
-    size_t bytes;      // wire bytes of the whole FPDU
-    size_t markers_used;
-    uint64_t start_pos;  // stream offset of the slot's first octet
-    size_t iov_count;    // iovecs this slot occupies in tx_iov_
+  struct TxSlot : TxFrame {
     SlotDone done;
     uint32_t index;  // SQ index for SlotDone::SqEntry
   };
@@ -211,12 +195,8 @@ class Qp final : private SegmentRx {
   void build_terminate();
   void build_rtr();
   TxSlot& begin_slot(SlotDone done, uint32_t index);
-  // app: p is application memory a peer named (see qp_tx.cpp); false only then, on a fault.
-  bool append(TxSlot& s, const uint8_t* p, size_t len, bool fold_crc = true, bool app = false);
-  bool fold_app_crc(const uint8_t* p, size_t len);
   void unbuild_slot(TxSlot& s);
-  void end_slot(TxSlot& s, size_t ulpdu_len);
-  void put_marker(TxSlot& s);
+  void fill_close();
   void detach_tx();
 
   // qp_rx.cpp: the segment side (SegmentRx) the framers drive
@@ -258,11 +238,6 @@ class Qp final : private SegmentRx {
   void rx_fail(wire::TerminateCause cause);
   void complete_active_recv(WcStatus status);
 
-  // qp_sctp.cpp
-  void sctp_start();
-  void sctp_end_slot(TxSlot& s);
-  void sctp_fill_tx();
-
   QpConfig cfg_;
   ConnParams params_;
   // Written only under the owner's lock; read by lock-free posters. With sq_tail_ it is a
@@ -286,13 +261,11 @@ class Qp final : private SegmentRx {
   // Transmit
   std::vector<TxSlot> slots_;
   size_t slot_head_ = 0, slots_used_ = 0;
-  std::vector<iovec> tx_iov_;
-  size_t tx_iov_begin_ = 0, tx_iov_end_ = 0;
+  TxIovs tx_out_;
   size_t tx_iov_per_fpdu_ = kMaxSge + 4;
-  size_t tx_batch_bytes_ = 0;
-  uint64_t tx_pos_ = 0;  // stream offset from SeqStart of the next byte we build
-  uint64_t tx_fpdu_start_ = 0;
-  uint32_t tx_crc_ = 0;
+  MpaTx mpa_tx_{tx_out_, stats_};
+  SctpTx sctp_tx_{tx_out_, stats_};
+  TxFramer* tx_framer_ = &mpa_tx_;
   TxKind tx_kind_ = TxKind::None;
   uint64_t tx_offset_ = 0;  // progress inside the current message
   uint32_t tx_msn_[3] = {1, 1, 1};
@@ -303,7 +276,6 @@ class Qp final : private SegmentRx {
   bool want_shutdown_ = false;
   std::vector<uint8_t> detached_;  // the unsent rest of a partly sent FPDU after an error
   std::array<uint8_t, wire::kTerminateMaxSize> term_body_{};
-  std::vector<uint8_t> tx_bounce_;  // CRC of application memory (append), kTxBounce octets
 
   // Receive: the framer for params_.llp (framer.h) recovers segments; the rest is the segment.
   std::array<uint8_t, 4096> rx_discard_{};
@@ -335,10 +307,6 @@ class Qp final : private SegmentRx {
   std::array<uint8_t, kMaxHeader> rx_hdr_{};  // from the DDP control octet on
   std::array<uint8_t, 64> rx_term_{};
   bool rx_rtr_send_ = false;  // the current message is the peer's zero-length RTR Send
-
-  // SCTP mode, transmit: DDP-SSN state (RFC 5043 §5.2.1).
-  uint16_t sctp_tx_ssn_ = 0;
-  bool sctp_term_built_ = false;
 
   // Errors: the first cause wins (RDMAP §7.1 item 24).
   std::optional<wire::TerminateMessage> term_sent_;

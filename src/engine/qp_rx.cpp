@@ -524,8 +524,8 @@ void Qp::rx_error(int /*err*/) {
   if (state_ == QpState::Error) return;
   // The connection is gone: nothing more can be sent, so nothing is kept for sending.
   slots_used_ = 0;
-  tx_iov_begin_ = tx_iov_end_ = 0;
-  tx_batch_bytes_ = 0;
+  tx_out_.begin = tx_out_.end = 0;
+  tx_out_.batch_bytes = 0;
   rx_drain_ = true;
   enter_error(QpEvent::LlpError);
 }

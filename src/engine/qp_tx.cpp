@@ -1,14 +1,12 @@
-// Qp transmit path: send-queue processing, DDP segmentation, Read Responses, Terminate, and the
-// MPA framing of each FPDU (length, markers, pad, CRC) into iovecs that reference payload in place.
+// Qp transmit path: send-queue processing, DDP segmentation, Read Responses, Terminate; each
+// segment is framed by the connection's framer (framer.h) into iovecs that reference payload in
+// place.
 #include <algorithm>
 #include <cstring>
 
 #include "engine/access_errors.h"
 #include "engine/qp.h"
-#include "memory/app_copy.h"
 #include "wire/bytes.h"
-#include "wire/crc32c.h"
-#include "wire/mpa.h"
 
 namespace uiw::engine {
 
@@ -24,26 +22,34 @@ wire::Opcode send_opcode(const SendWr& wr) {
 
 std::span<const iovec> Qp::tx_pending() {
   fill_tx();
-  if (params_.llp == Llp::Sctp) sctp_fill_tx();
-  size_t n = std::min(tx_iov_end_ - tx_iov_begin_, kIovMax);
+  fill_close();
+  size_t n = std::min(tx_out_.end - tx_out_.begin, kIovMax);
   // SCTP: one message per call, so the I/O edge keeps message boundaries (RFC 5043 §4).
-  if (params_.llp == Llp::Sctp && slots_used_ > 0) n = std::min(n, slots_[slot_head_].iov_count);
-  return {tx_iov_.data() + tx_iov_begin_, n};
+  if (tx_framer_->frame_per_write() && slots_used_ > 0)
+    n = std::min(n, slots_[slot_head_].iov_count);
+  return {tx_out_.iov.data() + tx_out_.begin, n};
+}
+
+// The framing's own last message (SCTP's Session Terminate), once our side is done.
+void Qp::fill_close() {
+  if (!want_shutdown_ || slots_used_ != 0) return;
+  TxSlot& s = begin_slot(SlotDone::None, 0);
+  if (!tx_framer_->build_close(s)) --slots_used_;
 }
 
 void Qp::tx_commit(size_t n) {
   stats_.tx_bytes += n;
   while (n > 0 && slots_used_ > 0) {
     TxSlot& s = slots_[slot_head_];
-    iovec& v = tx_iov_[tx_iov_begin_];
+    iovec& v = tx_out_.iov[tx_out_.begin];
     const size_t k = std::min(n, v.iov_len);
     v.iov_base = static_cast<uint8_t*>(v.iov_base) + k;
     v.iov_len -= k;
     n -= k;
     s.remaining -= k;
-    tx_batch_bytes_ -= k;
+    tx_out_.batch_bytes -= k;
     if (v.iov_len == 0) {
-      ++tx_iov_begin_;
+      ++tx_out_.begin;
       --s.iov_count;
     }
     if (s.remaining != 0) continue;
@@ -61,18 +67,18 @@ void Qp::tx_commit(size_t n) {
     slot_head_ = (slot_head_ + 1) % kTxSlots;
     --slots_used_;
   }
-  if (slots_used_ == 0) tx_iov_begin_ = tx_iov_end_ = 0;
+  if (slots_used_ == 0) tx_out_.begin = tx_out_.end = 0;
 }
 
 void Qp::fill_tx() {
   if (state_ == QpState::Idle) return;
-  while (slots_used_ < kTxSlots && tx_batch_bytes_ < kTxBatchBytes) {
-    if (tx_iov_end_ + tx_iov_per_fpdu_ > tx_iov_.size()) {
-      if (tx_iov_begin_ == 0) break;
-      std::memmove(tx_iov_.data(), tx_iov_.data() + tx_iov_begin_,
-                   (tx_iov_end_ - tx_iov_begin_) * sizeof(iovec));
-      tx_iov_end_ -= tx_iov_begin_;
-      tx_iov_begin_ = 0;
+  while (slots_used_ < kTxSlots && tx_out_.batch_bytes < kTxBatchBytes) {
+    if (tx_out_.end + tx_iov_per_fpdu_ > tx_out_.iov.size()) {
+      if (tx_out_.begin == 0) break;
+      std::memmove(tx_out_.iov.data(), tx_out_.iov.data() + tx_out_.begin,
+                   (tx_out_.end - tx_out_.begin) * sizeof(iovec));
+      tx_out_.end -= tx_out_.begin;
+      tx_out_.begin = 0;
     }
     if (!build_next_fpdu()) break;
   }
@@ -131,92 +137,18 @@ Qp::TxSlot& Qp::begin_slot(SlotDone done, uint32_t index) {
   s.remaining = 0;
   s.bytes = 0;
   s.iov_count = 0;
-  s.markers_used = 0;
   s.done = done;
   s.index = index;
-  s.start_pos = tx_pos_;
-  tx_fpdu_start_ = tx_pos_;
-  tx_crc_ = wire::kCrc32cInit;
+  tx_framer_->begin(s);
   return s;
-}
-
-// RFC 5044 §4.3: a Marker every 512 octets from SeqStart. One that falls right before the length
-// field points 0 (it belongs to this FPDU); any other points back to this FPDU's length field.
-// Both are covered by this FPDU's CRC (RFC 5044 §4.4 rules 1-2).
-void Qp::put_marker(TxSlot& s) {
-  const bool at_start = tx_pos_ == tx_fpdu_start_ && s.bytes == 0;
-  const uint16_t ptr = at_start ? 0 : static_cast<uint16_t>(tx_pos_ - tx_fpdu_start_);
-  uint8_t* m = s.markers.data() + s.markers_used * wire::kMarkerSize;
-  ++s.markers_used;
-  wire::encode_marker(m, ptr);
-  if (params_.crc) tx_crc_ = wire::crc32c_update(tx_crc_, m, wire::kMarkerSize);
-  tx_iov_[tx_iov_end_++] = {m, wire::kMarkerSize};
-  ++s.iov_count;
-  s.remaining += wire::kMarkerSize;
-  s.bytes += wire::kMarkerSize;
-  tx_batch_bytes_ += wire::kMarkerSize;
-  tx_pos_ += wire::kMarkerSize;
-  if (at_start) tx_fpdu_start_ = tx_pos_;
-}
-
-// Application memory a peer asked for (app: a Read Response's source) is folded into the CRC
-// through memory::copy_from_app and a small bounce buffer, so a page unmapped since the Read
-// Request was accepted fails the copy instead of raising SIGSEGV; the octets themselves go out
-// from the application's memory, read by the kernel in sendmsg (EFAULT, not a signal). False
-// when such a page could not be read; the slot is then incomplete (unbuild_slot).
-bool Qp::append(TxSlot& s, const uint8_t* p, size_t len, bool fold_crc, bool app) {
-  while (len > 0) {
-    size_t k = len;
-    if (params_.markers_tx) {
-      if (tx_pos_ % wire::kMarkerInterval == 0) put_marker(s);
-      k = std::min(k, wire::bytes_to_next_marker(tx_pos_));
-    }
-    if (params_.crc && fold_crc && !app) tx_crc_ = wire::crc32c_update(tx_crc_, p, k);
-    if (params_.crc && fold_crc && app && !fold_app_crc(p, k)) return false;
-    tx_iov_[tx_iov_end_++] = {const_cast<uint8_t*>(p), k};
-    ++s.iov_count;
-    s.remaining += k;
-    s.bytes += k;
-    tx_batch_bytes_ += k;
-    tx_pos_ += k;
-    p += k;
-    len -= k;
-  }
-  return true;
-}
-
-bool Qp::fold_app_crc(const uint8_t* p, size_t len) {
-  if (tx_bounce_.empty()) tx_bounce_.resize(kTxBounce);  // only QPs that answer Reads
-  for (size_t off = 0; off < len;) {
-    const size_t n = std::min(len - off, tx_bounce_.size());
-    if (memory::copy_from_app(tx_bounce_.data(), p + off, n) != 0) return false;
-    tx_crc_ = wire::crc32c_update(tx_crc_, tx_bounce_.data(), n);
-    off += n;
-  }
-  return true;
 }
 
 // Takes back the slot begin_slot() just opened, before anything of it was handed out.
 void Qp::unbuild_slot(TxSlot& s) {
-  tx_iov_end_ -= s.iov_count;
-  tx_batch_bytes_ -= s.bytes;
-  tx_pos_ = s.start_pos;
+  tx_out_.end -= s.iov_count;
+  tx_out_.batch_bytes -= s.bytes;
+  tx_framer_->unbuild(s);
   --slots_used_;
-}
-
-// PAD then CRC (RFC 5044 §4.1). A Marker landing right after the PAD belongs to this FPDU and is
-// in its CRC (RFC 5044 §4.4 rule 1). The CRC octets go least significant first (RFC 5044 §4.4,
-// Figures 5 and 6).
-void Qp::end_slot(TxSlot& s, size_t ulpdu_len) {
-  if (params_.llp == Llp::Sctp) return sctp_end_slot(s);
-  const size_t pad = wire::fpdu_pad(ulpdu_len);
-  std::memset(s.trailer, 0, sizeof s.trailer);
-  if (pad) append(s, s.trailer, pad);
-  if (params_.markers_tx && tx_pos_ % wire::kMarkerInterval == 0) put_marker(s);
-  const uint32_t crc = params_.crc ? wire::crc32c_final(tx_crc_) : 0;
-  wire::store_le32(s.trailer + 4, crc);
-  append(s, s.trailer + 4, wire::kCrcSize, false);
-  ++stats_.tx_fpdus;
 }
 
 bool Qp::build_sq_segment() {
@@ -237,13 +169,12 @@ bool Qp::build_sq_segment() {
     h.qn = wire::kQnReadRequest;
     h.msn = tx_msn_[wire::kQnReadRequest]++;
     const size_t ulpdu = wire::kUntaggedHeaderSize + wire::kReadRequestHeaderSize;
-    wire::store_be16(s.hdr, static_cast<uint16_t>(ulpdu));
-    wire::encode_segment_header(s.hdr + 2, h);
+    wire::encode_segment_header(s.hdr + kFramePrefix, h);
     wire::ReadRequestHeader rr{e.sink_stag, 0, static_cast<uint32_t>(total), e.wr.remote_stag,
                                e.wr.remote_addr};
-    wire::encode_read_request(s.hdr + 2 + wire::kUntaggedHeaderSize, rr);
-    append(s, s.hdr, 2 + ulpdu);
-    end_slot(s, ulpdu);
+    wire::encode_read_request(s.hdr + kFramePrefix + wire::kUntaggedHeaderSize, rr);
+    tx_framer_->add_header(s, ulpdu, ulpdu);
+    tx_framer_->end(s, ulpdu);
     e.st = SqSt::AwaitResponse;
     orq_[(orq_head_ + orq_count_) % orq_.size()] = sq_tx_;
     ++orq_count_;
@@ -270,17 +201,16 @@ bool Qp::build_sq_segment() {
   const uint64_t chunk = std::min<uint64_t>(total - tx_offset_, room);
   h.last = tx_offset_ + chunk == total;
   TxSlot& s = begin_slot(h.last ? SlotDone::SqEntry : SlotDone::None, sq_tx_);
-  const size_t hlen = wire::encode_segment_header(s.hdr + 2, h);
+  const size_t hlen = wire::encode_segment_header(s.hdr + kFramePrefix, h);
   const size_t ulpdu = hlen + chunk;
-  wire::store_be16(s.hdr, static_cast<uint16_t>(ulpdu));
-  append(s, s.hdr, 2 + hlen);
+  tx_framer_->add_header(s, hlen, ulpdu);
   for (uint64_t done = 0; done < chunk;) {
     const ResolvedSge piece = e.sgl.at(tx_offset_ + done);
     const size_t k = std::min<uint64_t>(piece.len, chunk - done);
-    append(s, piece.ptr, k);
+    tx_framer_->add_payload(s, piece.ptr, k, false);
     done += k;
   }
-  end_slot(s, ulpdu);
+  tx_framer_->end(s, ulpdu);
   tx_offset_ += chunk;
   if (h.last) {
     ++sq_tx_;
@@ -314,15 +244,14 @@ bool Qp::build_irq_segment() {
     }
   }
   TxSlot& s = begin_slot(SlotDone::None, 0);
-  const size_t hlen = wire::encode_segment_header(s.hdr + 2, h);
-  wire::store_be16(s.hdr, static_cast<uint16_t>(hlen + chunk));
-  append(s, s.hdr, 2 + hlen);
-  if (chunk && !append(s, pin.mapping().host, chunk, true, true)) {
+  const size_t hlen = wire::encode_segment_header(s.hdr + kFramePrefix, h);
+  tx_framer_->add_header(s, hlen, hlen + chunk);
+  if (chunk && !tx_framer_->add_payload(s, pin.mapping().host, chunk, true)) {
     unbuild_slot(s);
     set_terminate(rdmap_protection_error(memory::AccessResult::AccessDenied), false, &q);
     return true;
   }
-  end_slot(s, hlen + chunk);
+  tx_framer_->end(s, hlen + chunk);
   q.sent += chunk;
   if (h.last) {
     irq_head_ = (irq_head_ + 1) % irq_.size();
@@ -341,11 +270,10 @@ void Qp::build_terminate() {
   h.msn = tx_msn_[wire::kQnTerminate]++;
   const size_t body = wire::encode_terminate(term_body_, *term_sent_);
   TxSlot& s = begin_slot(SlotDone::Terminate, 0);
-  const size_t hlen = wire::encode_segment_header(s.hdr + 2, h);
-  wire::store_be16(s.hdr, static_cast<uint16_t>(hlen + body));
-  append(s, s.hdr, 2 + hlen);
-  append(s, term_body_.data(), body);
-  end_slot(s, hlen + body);
+  const size_t hlen = wire::encode_segment_header(s.hdr + kFramePrefix, h);
+  tx_framer_->add_header(s, hlen, hlen + body);
+  tx_framer_->add_payload(s, term_body_.data(), body, false);
+  tx_framer_->end(s, hlen + body);
   term_queued_ = true;
 }
 
@@ -373,7 +301,7 @@ void Qp::build_rtr() {
       h.msn = tx_msn_[wire::kQnReadRequest]++;
       wire::ReadRequestHeader rr{};
       rr.src_stag = kRtrStag;  // the Data Source's STag, as siw; our sink STag 0 gets no data
-      wire::encode_read_request(s.hdr + 2 + wire::kUntaggedHeaderSize, rr);
+      wire::encode_read_request(s.hdr + kFramePrefix + wire::kUntaggedHeaderSize, rr);
       extra = wire::kReadRequestHeaderSize;
       rtr_read_outstanding_ = true;
       break;
@@ -385,10 +313,9 @@ void Qp::build_rtr() {
       h.msn = tx_msn_[wire::kQnSend]++;
       break;
   }
-  const size_t ulpdu = wire::encode_segment_header(s.hdr + 2, h) + extra;
-  wire::store_be16(s.hdr, static_cast<uint16_t>(ulpdu));
-  append(s, s.hdr, 2 + ulpdu);
-  end_slot(s, ulpdu);
+  const size_t ulpdu = wire::encode_segment_header(s.hdr + kFramePrefix, h) + extra;
+  tx_framer_->add_header(s, ulpdu, ulpdu);
+  tx_framer_->end(s, ulpdu);
   rtr_pending_ = false;
 }
 
@@ -399,28 +326,27 @@ void Qp::detach_tx() {
   tx_kind_ = TxKind::None;
   if (slots_used_ == 0) return;
   TxSlot& h = slots_[slot_head_];
-  // Markers are placed by stream position: rewind past everything that will never be sent.
-  tx_pos_ = h.start_pos + (h.remaining != h.bytes ? h.bytes : 0);
+  tx_framer_->drop_after(h, h.remaining != h.bytes);
   std::vector<uint8_t> rest;
   if (h.remaining != h.bytes) {
     rest.reserve(h.remaining);
     for (size_t i = 0; i < h.iov_count; ++i) {
-      const iovec& v = tx_iov_[tx_iov_begin_ + i];
+      const iovec& v = tx_out_.iov[tx_out_.begin + i];
       const auto* p = static_cast<const uint8_t*>(v.iov_base);
       rest.insert(rest.end(), p, p + v.iov_len);
     }
   }
   slots_used_ = 0;
-  tx_iov_begin_ = tx_iov_end_ = 0;
-  tx_batch_bytes_ = 0;
+  tx_out_.begin = tx_out_.end = 0;
+  tx_out_.batch_bytes = 0;
   if (rest.empty()) return;
   detached_.swap(rest);
   ++slots_used_;
   h.done = SlotDone::None;
   h.iov_count = 1;
   h.remaining = h.bytes = detached_.size();
-  tx_iov_[tx_iov_end_++] = {detached_.data(), detached_.size()};
-  tx_batch_bytes_ = detached_.size();
+  tx_out_.iov[tx_out_.end++] = {detached_.data(), detached_.size()};
+  tx_out_.batch_bytes = detached_.size();
 }
 
 }  // namespace uiw::engine

@@ -328,6 +328,32 @@ TEST_F(QpSctpTest, TerminateTravelsAsDdpSegmentThenSessionTerminate) {
   expect_chunks(pump.log_ba, 1452);
 }
 
+// Chunks built but never sent when an error strikes are dropped, and so are their DDP-SSNs: the
+// Terminate follows the last chunk sent without a gap (RFC 5043 §5.2.1), or the peer would hold
+// it for chunks that never come.
+TEST_F(QpSctpTest, TerminateAfterUnsentChunksKeepsTheDdpSsnsGapless) {
+  std::vector<uint8_t> src(64);
+  const memory::Stag stag = b.reg_mr(src, 0);
+  for (int i = 0; i < 3; ++i) {
+    SendWr w;
+    w.num_sge = 1;
+    w.sg_list[0] = sge_of(src, stag);
+    ASSERT_EQ(b.qp->post_send(w), 0);
+  }
+  ASSERT_FALSE(b.qp->tx_pending().empty());  // built with DDP-SSNs 1-3, none sent
+  // a's Write of 4 octets to an STag b never registered: b terminates (DDP tagged).
+  const std::vector<uint8_t> bad_write = {0x00, 0x01, 0xC1, 0x40, 0x00, 0xBA, 0xD0, 0x00, 0, 0,
+                                          0,    0,    0,    0,    0,    0,    1,    2,    3, 4};
+  b.qp->rx_feed_message(wire::kPpidDdpSegment, bad_write);
+  ASSERT_TRUE(b.qp->terminate_sent().has_value());
+  pump.run();
+  ASSERT_EQ(pump.log_ba.size(), 2u);
+  EXPECT_EQ(wire::rdmap_opcode(pump.log_ba[0].bytes[3]),
+            static_cast<uint8_t>(wire::Opcode::Terminate));
+  expect_chunks(pump.log_ba, 1452);  // SSN 1 for the Terminate, 2 for the Session Terminate
+  EXPECT_TRUE(a.has_event(QpEvent::TerminateReceived));
+}
+
 // Crafted messages from a hostile peer, delivered to b.
 void expect_stream_lost(Side& b) {
   ASSERT_TRUE(b.qp->terminate_sent().has_value());

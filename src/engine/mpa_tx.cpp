@@ -1,0 +1,119 @@
+// MPA transmit framing (RFC 5044 §4): each DDP segment becomes an FPDU, ULPDU_Length | ULPDU |
+// PAD | CRC, with Markers wherever the stream position puts them, as iovecs that reference the
+// payload in place.
+#include <algorithm>
+#include <cstring>
+
+#include "engine/framer.h"
+#include "engine/qp.h"
+#include "memory/app_copy.h"
+#include "wire/bytes.h"
+#include "wire/crc32c.h"
+#include "wire/mpa.h"
+
+namespace uiw::engine {
+
+namespace {
+constexpr size_t kBounce = 16 << 10;
+}  // namespace
+
+void MpaTx::start(bool crc, bool markers, uint32_t mulpdu) {
+  crc_on_ = crc;
+  markers_ = markers;
+  // Every payload piece may split once per Marker, plus the Markers themselves.
+  markers_per_frame_ = markers ? mulpdu / (wire::kMarkerInterval - wire::kMarkerSize) + 3 : 0;
+  pos_ = 0;
+}
+
+size_t MpaTx::max_iovs(size_t pieces) const {
+  // The length and headers, the pieces, pad, CRC, and per Marker its own iovec and one split.
+  return pieces + 4 + 2 * markers_per_frame_;
+}
+
+void MpaTx::prepare(TxFrame& f) const {
+  f.markers.assign(markers_per_frame_ * wire::kMarkerSize, 0);
+}
+
+void MpaTx::begin(TxFrame& f) {
+  f.markers_used = 0;
+  f.start_pos = pos_;
+  fpdu_start_ = pos_;
+  crc_ = wire::kCrc32cInit;
+}
+
+void MpaTx::add_header(TxFrame& f, size_t hlen, size_t len) {
+  wire::store_be16(f.hdr, static_cast<uint16_t>(len));
+  append(f, f.hdr, kFramePrefix + hlen, true, false);
+}
+
+bool MpaTx::add_payload(TxFrame& f, const uint8_t* p, size_t len, bool app) {
+  return append(f, p, len, true, app);
+}
+
+// PAD then CRC (RFC 5044 §4.1). A Marker landing right after the PAD belongs to this FPDU and is
+// in its CRC (RFC 5044 §4.4 rule 1). The CRC octets go least significant first (RFC 5044 §4.4,
+// Figures 5 and 6).
+void MpaTx::end(TxFrame& f, size_t len) {
+  const size_t pad = wire::fpdu_pad(len);
+  std::memset(f.trailer, 0, sizeof f.trailer);
+  if (pad) append(f, f.trailer, pad, true, false);
+  if (markers_ && pos_ % wire::kMarkerInterval == 0) put_marker(f);
+  const uint32_t crc = crc_on_ ? wire::crc32c_final(crc_) : 0;
+  wire::store_le32(f.trailer + 4, crc);
+  append(f, f.trailer + 4, wire::kCrcSize, false, false);
+  ++stats_.tx_fpdus;
+}
+
+// Markers are placed by stream position: rewind past everything that will never be sent.
+void MpaTx::drop_after(const TxFrame& f, bool partly_sent) {
+  pos_ = f.start_pos + (partly_sent ? f.bytes : 0);
+}
+
+// RFC 5044 §4.3: a Marker every 512 octets from SeqStart. One that falls right before the length
+// field points 0 (it belongs to this FPDU); any other points back to this FPDU's length field.
+// Both are covered by this FPDU's CRC (RFC 5044 §4.4 rules 1-2).
+void MpaTx::put_marker(TxFrame& f) {
+  const bool at_start = pos_ == fpdu_start_ && f.bytes == 0;
+  const uint16_t ptr = at_start ? 0 : static_cast<uint16_t>(pos_ - fpdu_start_);
+  uint8_t* m = f.markers.data() + f.markers_used * wire::kMarkerSize;
+  ++f.markers_used;
+  wire::encode_marker(m, ptr);
+  if (crc_on_) crc_ = wire::crc32c_update(crc_, m, wire::kMarkerSize);
+  out_.push(f, m, wire::kMarkerSize);
+  pos_ += wire::kMarkerSize;
+  if (at_start) fpdu_start_ = pos_;
+}
+
+// Application memory a peer asked for (app: a Read Response's source) is folded into the CRC
+// through memory::copy_from_app and a small bounce buffer, so a page unmapped since the Read
+// Request was accepted fails the copy instead of raising SIGSEGV; the octets themselves go out
+// from the application's memory, read by the kernel in sendmsg (EFAULT, not a signal).
+bool MpaTx::append(TxFrame& f, const uint8_t* p, size_t len, bool fold_crc, bool app) {
+  while (len > 0) {
+    size_t k = len;
+    if (markers_) {
+      if (pos_ % wire::kMarkerInterval == 0) put_marker(f);
+      k = std::min(k, wire::bytes_to_next_marker(pos_));
+    }
+    if (crc_on_ && fold_crc && !app) crc_ = wire::crc32c_update(crc_, p, k);
+    if (crc_on_ && fold_crc && app && !fold_app_crc(p, k)) return false;
+    out_.push(f, p, k);
+    pos_ += k;
+    p += k;
+    len -= k;
+  }
+  return true;
+}
+
+bool MpaTx::fold_app_crc(const uint8_t* p, size_t len) {
+  if (bounce_.empty()) bounce_.resize(kBounce);  // only QPs that answer Reads
+  for (size_t off = 0; off < len;) {
+    const size_t n = std::min(len - off, bounce_.size());
+    if (memory::copy_from_app(bounce_.data(), p + off, n) != 0) return false;
+    crc_ = wire::crc32c_update(crc_, bounce_.data(), n);
+    off += n;
+  }
+  return true;
+}
+
+}  // namespace uiw::engine
