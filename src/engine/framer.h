@@ -1,4 +1,4 @@
-// The framing between the LLP and DDP (RFC 5041 §2.2: DDP needs its LLP to deliver whole
+// The framing between the LLP and DDP (RFC 5041 §3: the LLP under DDP must deliver whole
 // segments): MPA over a TCP byte stream (RFC 5044: length, Markers, pad, CRC) or one SCTP message
 // per segment (RFC 5043: a DDP-SSN, nothing else). A framer recovers DDP segments from what the
 // LLP delivers and hands them, one at a time, to the DDP/RDMAP engine's SegmentRx side; the
@@ -266,7 +266,7 @@ class SctpTx final : public TxFramer {
   SctpTx(TxIovs& out, QpStats& stats) : out_(out), stats_(stats) {}
   void start(uint16_t tx_ssn);
 
-  size_t max_iovs(size_t pieces) const override { return pieces + 1; }
+  size_t max_iovs(size_t pieces) const override { return 1 + pieces; }  // headers, pieces
   void prepare(TxFrame& f) const override { f.markers.clear(); }
   void begin(TxFrame&) override {}
   void add_header(TxFrame& f, size_t hlen, size_t len) override;

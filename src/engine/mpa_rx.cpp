@@ -16,27 +16,6 @@ namespace uiw::engine {
 
 namespace term = wire::term;
 
-size_t seg_copy_in(SegmentRx& seg, std::span<const uint8_t> in) {
-  size_t used = 0;
-  while (used < in.size() && !seg.draining()) {
-    bool app = false;
-    const RxNeed need = seg.seg_need(&app);
-    if (need.len == 0) break;
-    const size_t k = std::min(need.len, in.size() - used);
-    if (app) {
-      if (memory::copy_to_app(need.dst, in.data() + used, k) != 0) {
-        seg.seg_fault();
-        break;  // the segment is dropped from here on
-      }
-    } else {
-      std::memcpy(need.dst, in.data() + used, k);
-    }
-    seg.seg_commit(k);
-    used += k;
-  }
-  return used;
-}
-
 MpaRx::MpaRx(SegmentRx& seg, QpStats& stats, std::span<uint8_t> discard)
     : seg_(seg), stats_(stats), discard_(discard) {}
 
