@@ -222,6 +222,9 @@ class TxFramer {
   virtual void drop_after(const TxFrame& f, bool partly_sent) = 0;
   // The LLP keeps message boundaries: hand it one frame per write.
   virtual bool frame_per_write() const = 0;
+  // No frame may be sent yet; peer_frame_seen() is told of each valid frame received.
+  virtual bool holding() const = 0;
+  virtual void peer_frame_seen() = 0;
   // The framing's own last message once the engine is done sending (false: it has none).
   virtual bool build_close(TxFrame& f) = 0;
 };
@@ -231,7 +234,7 @@ class TxFramer {
 class MpaTx final : public TxFramer {
  public:
   MpaTx(TxIovs& out, QpStats& stats) : out_(out), stats_(stats) {}
-  void start(bool crc, bool markers, uint32_t mulpdu);
+  void start(bool crc, bool markers, uint32_t mulpdu, bool responder);
 
   size_t max_iovs(size_t pieces) const override;
   void prepare(TxFrame& f) const override;
@@ -242,6 +245,8 @@ class MpaTx final : public TxFramer {
   void unbuild(const TxFrame& f) override { pos_ = f.start_pos; }
   void drop_after(const TxFrame& f, bool partly_sent) override;
   bool frame_per_write() const override { return false; }
+  bool holding() const override { return hold_; }
+  void peer_frame_seen() override { hold_ = false; }
   bool build_close(TxFrame&) override { return false; }
 
  private:
@@ -252,6 +257,7 @@ class MpaTx final : public TxFramer {
   TxIovs& out_;
   QpStats& stats_;
   bool crc_on_ = true, markers_ = false;
+  bool hold_ = false;  // a responder before the initiator's first FPDU arrived
   size_t markers_per_frame_ = 0;
   uint64_t pos_ = 0;  // stream offset from SeqStart of the next octet built
   uint64_t fpdu_start_ = 0;
@@ -275,6 +281,8 @@ class SctpTx final : public TxFramer {
   void unbuild(const TxFrame&) override {}
   void drop_after(const TxFrame& f, bool partly_sent) override;
   bool frame_per_write() const override { return true; }
+  bool holding() const override { return false; }
+  void peer_frame_seen() override {}
   bool build_close(TxFrame& f) override;
 
  private:

@@ -17,9 +17,12 @@ namespace {
 constexpr size_t kBounce = 16 << 10;
 }  // namespace
 
-void MpaTx::start(bool crc, bool markers, uint32_t mulpdu) {
+void MpaTx::start(bool crc, bool markers, uint32_t mulpdu, bool responder) {
   crc_on_ = crc;
   markers_ = markers;
+  // RFC 5044 §7.1.2: "MPA Responder mode implementations MUST receive and validate at least one
+  // FPDU before sending any FPDUs or Markers."
+  hold_ = responder;
   // Every payload piece may split once per Marker, plus the Markers themselves.
   markers_per_frame_ = markers ? mulpdu / (wire::kMarkerInterval - wire::kMarkerSize) + 3 : 0;
   pos_ = 0;

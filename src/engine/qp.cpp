@@ -207,7 +207,7 @@ void Qp::start(const ConnParams& params) {
     tx_framer_ = &sctp_tx_;
     rx_framer_ = &sctp_rx_;
   } else {
-    mpa_tx_.start(params_.crc, params_.markers_tx, params_.mulpdu);
+    mpa_tx_.start(params_.crc, params_.markers_tx, params_.mulpdu, !params_.initiator);
     mpa_rx_.start(params_.crc, params_.markers_rx);
     tx_framer_ = &mpa_tx_;
     rx_framer_ = &mpa_rx_;
@@ -215,9 +215,6 @@ void Qp::start(const ConnParams& params) {
   for (TxSlot& s : slots_) tx_framer_->prepare(s);
   tx_iov_per_fpdu_ = tx_framer_->max_iovs(kMaxSge);
   tx_out_.iov.assign(kTxSlots * tx_iov_per_fpdu_ + 1024, iovec{});
-  // RFC 5044 §7.1.2: "MPA Responder mode implementations MUST receive and validate at least one
-  // FPDU before sending any FPDUs or Markers."
-  tx_hold_ = !params_.initiator && params_.llp == Llp::Mpa;
   rtr_pending_ = params_.initiator && params_.rtr != RtrType::None;
   state_ = QpState::Rts;
   emit(QpEvent::Established);

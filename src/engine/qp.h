@@ -269,7 +269,6 @@ class Qp final : private SegmentRx {
   TxKind tx_kind_ = TxKind::None;
   uint64_t tx_offset_ = 0;  // progress inside the current message
   uint32_t tx_msn_[3] = {1, 1, 1};
-  bool tx_hold_ = false;  // MPA responder: no FPDU before one was received (RFC 5044 §7.1.2)
   bool rtr_pending_ = false;
   bool rtr_read_outstanding_ = false;
   bool term_queued_ = false;

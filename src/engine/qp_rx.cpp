@@ -415,7 +415,7 @@ bool Qp::rx_begin_terminate() {
 void Qp::seg_end() {
   ++stats_.rx_fpdus;
   rx_first_seen_ = true;
-  tx_hold_ = false;
+  tx_framer_->peer_frame_seen();
   seg_st_ = SegSt::Idle;
   if (rx_seg_.last) rx_deliver();
   rx_hdr_len_ = 0;

@@ -95,7 +95,7 @@ bool Qp::build_next_fpdu() {
     build_terminate();
     return true;
   }
-  if (tx_hold_) return false;
+  if (tx_framer_->holding()) return false;
   if (rtr_pending_) {
     build_rtr();
     return true;
