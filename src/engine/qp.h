@@ -115,7 +115,7 @@ class Qp final : private SegmentRx {
   // True once the Qp wants its sending side shut (graceful close or Terminate delivered).
   bool tx_want_shutdown() const { return want_shutdown_; }
 
-  // ---- lower-layer side, SCTP mode (ConnParams::llp == Llp::Sctp; RFC 5043, sctp_rx.cpp and sctp_tx.cpp)
+  // ---- lower-layer side, SCTP mode (ConnParams::llp == Llp::Sctp; RFC 5043, sctp_*.cpp)
   // tx_pending() returns the iovecs of exactly one SCTP message per call: a DDP Segment Chunk
   // (DDP-SSN, then one DDP segment; PPID 16) or, once the Qp wants its sending side shut, the
   // DDP Stream Session Terminate (PPID 17, RFC 5043 §6.2). sctp_ppid_of() tells which. Send each
