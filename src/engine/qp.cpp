@@ -131,7 +131,7 @@ int Qp::fill_sq_entry(const SendWr& wr) {
   e.sink_stag = 0;
   e.msn = 0;
   if (wr.flags & kSendInline) {
-    if (wr.opcode == WrOpcode::RdmaRead) return -EINVAL;
+    if (!tx_op(wr.opcode).inline_ok) return -EINVAL;
     uint64_t len = 0;
     for (uint32_t i = 0; i < wr.num_sge; ++i) {
       if (len + wr.sg_list[i].length > kMaxInline) return -EINVAL;
@@ -144,10 +144,8 @@ int Qp::fill_sq_entry(const SendWr& wr) {
     e.sgl.sge[0] = {e.inline_data, static_cast<uint32_t>(len), 0, 0};
     e.sgl.total = len;
   } else {
-    // The Read sink is written by the response: it needs local write access.
-    const uint32_t access =
-        wr.opcode == WrOpcode::RdmaRead ? uint32_t{memory::kLocalWrite} : uint32_t{0};
-    if (!resolve_sgl(wr.sg_list, wr.num_sge, access, &e.sgl)) e.status = WcStatus::LocProtErr;
+    if (!resolve_sgl(wr.sg_list, wr.num_sge, tx_op(wr.opcode).sge_access, &e.sgl))
+      e.status = WcStatus::LocProtErr;
   }
   // RDMAP §1.1: a message carries at most 2^32 - 1 octets.
   if (e.status == WcStatus::Success && e.sgl.total > UINT32_MAX) e.status = WcStatus::LocLenErr;
@@ -259,20 +257,9 @@ void Qp::complete_sq() {
       c.wr_id = e.wr.wr_id;
       c.status = e.status;
       c.qp_num = cfg_.qp_num;
-      switch (e.wr.opcode) {
-        case WrOpcode::Send:
-        case WrOpcode::SendInv:
-          c.opcode = WcOpcode::Send;
-          break;
-        case WrOpcode::RdmaWrite:
-          c.opcode = WcOpcode::RdmaWrite;
-          break;
-        case WrOpcode::RdmaRead:
-          c.opcode = WcOpcode::RdmaRead;
-          c.byte_len = static_cast<uint32_t>(e.sgl.total);
-          break;
-      }
-      if (c.status == WcStatus::Success && e.wr.opcode != WrOpcode::RdmaRead)
+      const TxOp& op = tx_op(e.wr.opcode);
+      c.opcode = op.completion;
+      if (c.status == WcStatus::Success || op.outbound_read)
         c.byte_len = static_cast<uint32_t>(e.sgl.total);
     }
     sq_head_.fetch_add(1, std::memory_order_release);  // e may be reused from here on

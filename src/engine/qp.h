@@ -190,7 +190,23 @@ class Qp final : private SegmentRx {
   // qp_tx.cpp
   void fill_tx();
   bool build_next_fpdu();
-  bool build_sq_segment();
+  // One row per work-request opcode (kTxOps, qp_tx.cpp, indexed by WrOpcode): what the send
+  // queue does with it, from posting to completion. A new operation is a row and its builder.
+  struct TxOp {
+    using Build = void (Qp::*)(SqEntry&);
+    Build build = nullptr;       // builds the entry's next segment at sq_tx_
+    WcOpcode completion{};       // what its completion reports
+    uint32_t sge_access = 0;     // local access its SGEs need
+    bool inline_ok = false;      // IBV_SEND_INLINE: its payload goes out from the WR itself
+    bool untagged_send = false;  // a Send message: takes the next MSN on QN 0 (RFC 5041 §4.3)
+    bool outbound_read = false;  // a Read: counts against ORD (RDMAP §6.1), awaits its response
+  };
+  static const std::array<TxOp, 4> kTxOps;
+  static const TxOp& tx_op(WrOpcode op) { return kTxOps[static_cast<size_t>(op)]; }
+  void build_read_request(SqEntry& e);
+  void build_write_segment(SqEntry& e);
+  void build_send_segment(SqEntry& e);
+  void build_data_segment(SqEntry& e, wire::SegmentHeader& h, size_t room);
   bool build_irq_segment();
   void build_terminate();
   void build_rtr();

@@ -117,18 +117,20 @@ bool Qp::build_next_fpdu() {
       // IBV_SEND_FENCE: wait for every earlier Read (RDMAP §5.5 rule 12's ULP fence).
       if ((e.wr.flags & kSendFence) && orq_count_ > 0) return false;
       // RDMAP §6.1: never exceed the negotiated outbound Read limit (ORD).
-      if (e.wr.opcode == WrOpcode::RdmaRead && orq_count_ >= std::max<uint32_t>(params_.ord, 1))
-        return false;
+      const TxOp& op = tx_op(e.wr.opcode);
+      if (op.outbound_read && orq_count_ >= std::max<uint32_t>(params_.ord, 1)) return false;
       e.st = SqSt::Sending;
       tx_kind_ = TxKind::Sq;
       tx_offset_ = 0;
-      if (e.wr.opcode == WrOpcode::Send || e.wr.opcode == WrOpcode::SendInv)
-        e.msn = tx_msn_[wire::kQnSend]++;  // RFC 5041 §4.3: +1 per message, wraps
+      if (op.untagged_send) e.msn = tx_msn_[wire::kQnSend]++;  // RFC 5041 §4.3: +1, wraps
     } else {
       return false;
     }
   }
-  return tx_kind_ == TxKind::Irq ? build_irq_segment() : build_sq_segment();
+  if (tx_kind_ == TxKind::Irq) return build_irq_segment();
+  SqEntry& e = sq_at(sq_tx_);
+  (this->*tx_op(e.wr.opcode).build)(e);
+  return true;
 }
 
 Qp::TxSlot& Qp::begin_slot(SlotDone done, uint32_t index) {
@@ -151,53 +153,73 @@ void Qp::unbuild_slot(TxSlot& s) {
   --slots_used_;
 }
 
-bool Qp::build_sq_segment() {
-  SqEntry& e = sq_at(sq_tx_);
+// The send queue's operations, indexed by WrOpcode; the wire side of each RDMAP opcode is
+// wire::kOpcodeTable's, the receive side kRxOps's.
+constexpr std::array<Qp::TxOp, 4> Qp::kTxOps = {{
+    // Send: RDMAP §5.3, untagged on QN 0.
+    {&Qp::build_send_segment, WcOpcode::Send, 0, true, true, false},
+    // Send with Invalidate: the same, naming the peer's STag to invalidate (§5.3).
+    {&Qp::build_send_segment, WcOpcode::Send, 0, true, true, false},
+    // RDMA Write: RDMAP §5.1, tagged, into the peer's advertised buffer.
+    {&Qp::build_write_segment, WcOpcode::RdmaWrite, 0, true, false, false},
+    // RDMA Read: RDMAP §5.2, a Read Request; the response writes the local sink (local write).
+    {&Qp::build_read_request, WcOpcode::RdmaRead, memory::kLocalWrite, false, false, true},
+}};
+static_assert(static_cast<size_t>(WrOpcode::Send) == 0 &&
+                  static_cast<size_t>(WrOpcode::SendInv) == 1 &&
+                  static_cast<size_t>(WrOpcode::RdmaWrite) == 2 &&
+                  static_cast<size_t>(WrOpcode::RdmaRead) == 3,
+              "kTxOps is indexed by WrOpcode");
+
+// RDMAP §4.4 / §5.2.1: one untagged segment on QN 1, never any payload. The sink STag names this
+// Read's scatter list, private to this QP; the response is matched to the head of the
+// outstanding-read queue (RDMAP §5.5 rule 20: responses come in request order).
+void Qp::build_read_request(SqEntry& e) {
   wire::SegmentHeader h{};
   h.last = true;
-  size_t room = params_.mulpdu;
+  TxSlot& s = begin_slot(SlotDone::None, 0);
+  if (++next_sink_stag_ == 0) ++next_sink_stag_;
+  e.sink_stag = next_sink_stag_;
+  h.rdmap_control = wire::rdmap_control(wire::Opcode::ReadRequest);
+  h.qn = wire::kQnReadRequest;
+  h.msn = tx_msn_[wire::kQnReadRequest]++;
+  const size_t ulpdu = wire::kUntaggedHeaderSize + wire::kReadRequestHeaderSize;
+  wire::encode_segment_header(s.hdr + kFramePrefix, h);
+  wire::ReadRequestHeader rr{e.sink_stag, 0, static_cast<uint32_t>(e.sgl.total), e.wr.remote_stag,
+                             e.wr.remote_addr};
+  wire::encode_read_request(s.hdr + kFramePrefix + wire::kUntaggedHeaderSize, rr);
+  tx_framer_->add_header(s, ulpdu, ulpdu);
+  tx_framer_->end(s, ulpdu);
+  e.st = SqSt::AwaitResponse;
+  orq_[(orq_head_ + orq_count_) % orq_.size()] = sq_tx_;
+  ++orq_count_;
+  ++sq_tx_;
+  tx_kind_ = TxKind::None;
+}
+
+void Qp::build_write_segment(SqEntry& e) {
+  wire::SegmentHeader h{};
+  h.tagged = true;
+  h.rdmap_control = wire::rdmap_control(wire::Opcode::RdmaWrite);
+  h.stag = e.wr.remote_stag;
+  h.to = e.wr.remote_addr + tx_offset_;  // RFC 5041 §5.2: TO of this segment's first octet
+  build_data_segment(e, h, params_.mulpdu - wire::kTaggedHeaderSize);
+}
+
+void Qp::build_send_segment(SqEntry& e) {
+  wire::SegmentHeader h{};
+  h.rdmap_control = wire::rdmap_control(send_opcode(e.wr));
+  h.qn = wire::kQnSend;
+  h.msn = e.msn;
+  h.mo = static_cast<uint32_t>(tx_offset_);
+  if (e.wr.opcode == WrOpcode::SendInv) h.inval_stag = e.wr.invalidate_stag;
+  build_data_segment(e, h, params_.mulpdu - wire::kUntaggedHeaderSize);
+}
+
+// The next segment of a Write or Send: RFC 5041 §5.2, no larger than MULPDU (room is what its
+// header leaves for payload); the L segment is posted last (§4.1).
+void Qp::build_data_segment(SqEntry& e, wire::SegmentHeader& h, size_t room) {
   const uint64_t total = e.sgl.total;
-
-  if (e.wr.opcode == WrOpcode::RdmaRead) {
-    // RDMAP §4.4 / §5.2.1: one untagged segment on QN 1, never any payload. The sink STag names
-    // this Read's scatter list, private to this QP; the response is matched to the head of the
-    // outstanding-read queue (RDMAP §5.5 rule 20: responses come in request order).
-    TxSlot& s = begin_slot(SlotDone::None, 0);
-    if (++next_sink_stag_ == 0) ++next_sink_stag_;
-    e.sink_stag = next_sink_stag_;
-    h.rdmap_control = wire::rdmap_control(wire::Opcode::ReadRequest);
-    h.qn = wire::kQnReadRequest;
-    h.msn = tx_msn_[wire::kQnReadRequest]++;
-    const size_t ulpdu = wire::kUntaggedHeaderSize + wire::kReadRequestHeaderSize;
-    wire::encode_segment_header(s.hdr + kFramePrefix, h);
-    wire::ReadRequestHeader rr{e.sink_stag, 0, static_cast<uint32_t>(total), e.wr.remote_stag,
-                               e.wr.remote_addr};
-    wire::encode_read_request(s.hdr + kFramePrefix + wire::kUntaggedHeaderSize, rr);
-    tx_framer_->add_header(s, ulpdu, ulpdu);
-    tx_framer_->end(s, ulpdu);
-    e.st = SqSt::AwaitResponse;
-    orq_[(orq_head_ + orq_count_) % orq_.size()] = sq_tx_;
-    ++orq_count_;
-    ++sq_tx_;
-    tx_kind_ = TxKind::None;
-    return true;
-  }
-
-  if (e.wr.opcode == WrOpcode::RdmaWrite) {
-    h.tagged = true;
-    h.rdmap_control = wire::rdmap_control(wire::Opcode::RdmaWrite);
-    h.stag = e.wr.remote_stag;
-    h.to = e.wr.remote_addr + tx_offset_;  // RFC 5041 §5.2: TO of this segment's first octet
-    room -= wire::kTaggedHeaderSize;
-  } else {
-    h.rdmap_control = wire::rdmap_control(send_opcode(e.wr));
-    h.qn = wire::kQnSend;
-    h.msn = e.msn;
-    h.mo = static_cast<uint32_t>(tx_offset_);
-    if (e.wr.opcode == WrOpcode::SendInv) h.inval_stag = e.wr.invalidate_stag;
-    room -= wire::kUntaggedHeaderSize;
-  }
-  // RFC 5041 §5.2: segments no larger than MULPDU; the L segment is posted last (§4.1).
   const uint64_t chunk = std::min<uint64_t>(total - tx_offset_, room);
   h.last = tx_offset_ + chunk == total;
   TxSlot& s = begin_slot(h.last ? SlotDone::SqEntry : SlotDone::None, sq_tx_);
@@ -216,7 +238,6 @@ bool Qp::build_sq_segment() {
     ++sq_tx_;
     tx_kind_ = TxKind::None;
   }
-  return true;
 }
 
 // RDMAP §5.2.2: the response is tagged, addressed to the requester's sink STag and TO copied
