@@ -19,16 +19,22 @@ cp "$UIW_ROOT/tests/system/uiw_rtr_attacker.py" attacker.py
 chmod 755 . attacker.py
 
 run_round() { # NAME PORT SECONDS: the attacker for SECONDS beside one verified pingpong
-  local name=$1 port=$2 secs=$3
+  local name=$1 port=$2 secs=$3 i
   start_bg "$name-attacker" as_nobody /usr/bin/python3 attacker.py "$UIW0_ADDR" "$UIW1_ADDR" "$rtr_port" "$secs" 130
-  sleep 3
-  start_bg "$name-server" ibv_rc_pingpong -d "$UIW1_DEV" -g 0 -p "$port" -c -n 200
+  # The pingpong starts once the attacker watches (its start under TCG takes seconds when the
+  # host is busy) and lasts seconds, several of the attacker's looks at `rdma res`.
+  for ((i = 0; i < 300; i++)); do
+    grep -q '^attacker: watching' "$name-attacker.log" && break
+    sleep 0.2
+  done
+  grep -q '^attacker: watching' "$name-attacker.log" || fail "$name: the attacker did not start"
+  start_bg "$name-server" ibv_rc_pingpong -d "$UIW1_DEV" -g 0 -p "$port" -c -n 2000
   wait_tcp_listen "$port"
-  run_fg "$name-client" 300 ibv_rc_pingpong -d "$UIW0_DEV" -g 0 -p "$port" -c -n 200 "$UIW1_ADDR"
+  run_fg "$name-client" 300 ibv_rc_pingpong -d "$UIW0_DEV" -g 0 -p "$port" -c -n 2000 "$UIW1_ADDR"
   wait_bg "$name-server" 120
   wait_bg "$name-attacker" $((secs + 120))
   for side in server client; do
-    expect "$name-$side" '200 iters in ' "$name: the pingpong $side did not finish"
+    expect "$name-$side" '2000 iters in ' "$name: the pingpong $side did not finish"
     if grep -Eiq 'fail|error|mismatch|couldn' "$name-$side.log"; then
       show "$name-$side"
       fail "$name: the pingpong $side reported an error"

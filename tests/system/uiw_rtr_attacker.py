@@ -57,6 +57,7 @@ for name, addr, p in (("service port on the responder address", resp_addr, port)
 
 idle_socks, requests, answered, answered_bytes, seen_qpns = [], 0, 0, 0, set()
 end = time.time() + secs
+print("attacker: watching", flush=True)  # the victim starts only now (uiw_rtr_attack.sh)
 while time.time() < end:
     # Keep IDLE connections open to the service.
     idle_socks = [s for s in idle_socks if s.fileno() >= 0]
