@@ -6,14 +6,107 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csetjmp>
+#include <csignal>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace uiw::memory {
 
 namespace {
 
+enum class Mode { Guarded, Kernel };
+
 std::atomic<bool> g_unsafe{false};
+
+void report_unsafe(const char* why) {
+  if (!g_unsafe.exchange(true))
+    std::fprintf(stderr,
+                 "uiw: %s: placement falls back to memcpy; a registered page unmapped by the "
+                 "application now crashes it\n",
+                 why);
+}
+
+// --- guarded: memcpy, a fault in the application range ends the copy ---
+
+// The copy in progress in this thread: the application range and where to resume on a fault.
+struct FaultGuard {
+  sigjmp_buf resume;
+  uintptr_t lo, hi;
+};
+
+// initial-exec: the handler reads it, and a dynamically allocated TLS block (the provider is
+// dlopen()ed) may be allocated by malloc on first access, which a signal handler must not do.
+__attribute__((tls_model("initial-exec"))) thread_local FaultGuard* t_guard = nullptr;
+
+struct sigaction g_prev_segv {};
+struct sigaction g_prev_bus {};
+
+// A fault that is not ours gets what it would have got without uiw: the previous handler, or
+// the default action (a hardware fault re-executes the access and takes it; a sent signal is
+// raised again).
+void forward(int sig, siginfo_t* si, void* uc) {
+  const struct sigaction& prev = sig == SIGBUS ? g_prev_bus : g_prev_segv;
+  if (prev.sa_flags & SA_SIGINFO) {
+    prev.sa_sigaction(sig, si, uc);
+    return;
+  }
+  if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+    prev.sa_handler(sig);
+    return;
+  }
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, nullptr);
+  if (si->si_code <= 0) raise(sig);
+}
+
+void on_fault(int sig, siginfo_t* si, void* uc) {
+  FaultGuard* g = t_guard;
+  const auto at = reinterpret_cast<uintptr_t>(si->si_addr);
+  // si_code > 0: raised by the kernel for an access, not sent by kill() or sigqueue().
+  if (g && si->si_code > 0 && at >= g->lo && at < g->hi) {
+    t_guard = nullptr;
+    siglongjmp(g->resume, 1);
+  }
+  forward(sig, si, uc);
+}
+
+// SA_NODEFER: the handler leaves by siglongjmp without restoring the signal mask (sigsetjmp
+// saves none: that would be a system call per copy), so the signal must not be blocked while
+// it runs. SA_ONSTACK: a thread with an alternate signal stack keeps using it.
+[[maybe_unused]] bool install_handler() {
+  struct sigaction sa {};
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGSEGV, &sa, &g_prev_segv) != 0) return false;
+  if (sigaction(SIGBUS, &sa, &g_prev_bus) != 0) {
+    sigaction(SIGSEGV, &g_prev_segv, nullptr);
+    return false;
+  }
+  return true;
+}
+
+int guarded_copy(void* dst, const void* src, size_t n, bool to_app) {
+  FaultGuard g;
+  g.lo = reinterpret_cast<uintptr_t>(to_app ? dst : src);
+  g.hi = g.lo + n;
+  if (sigsetjmp(g.resume, 0) != 0) return -EFAULT;
+  t_guard = &g;
+  // The handler runs in this thread: the guard must be in place before the first access and
+  // gone only after the last (compiler ordering only).
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  std::memcpy(dst, src, n);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_guard = nullptr;
+  return 0;
+}
+
+// --- kernel: process_vm_writev / process_vm_readv on ourselves ---
 
 // The calling process's pid, without a getpid() system call per copy: refreshed in the child
 // of every fork() (pthread_atfork), so a child never addresses its parent's memory.
@@ -33,26 +126,10 @@ pid_t self_pid() {
   return p;
 }
 
-// A sandbox may forbid the calls (a seccomp filter answers EPERM or ENOSYS); the data path must
-// still work, so it copies directly and says once that a fault now costs the process.
-bool refused(int err) {
-  if (err != ENOSYS && err != EPERM) return false;
-  if (!g_unsafe.exchange(true))
-    std::fprintf(stderr,
-                 "uiw: process_vm_readv/writev refused (%s): placement falls back to memcpy; "
-                 "a registered page unmapped by the application now crashes it\n",
-                 std::strerror(err));
-  return true;
-}
-
 // The kernel copies until the first page it cannot access and returns the count so far; a
-// short count is that fault.
-int transfer(void* dst, const void* src, size_t n, bool to_app) {
-  if (n == 0) return 0;
-  if (g_unsafe.load(std::memory_order_relaxed)) {
-    std::memcpy(dst, src, n);
-    return 0;
-  }
+// short count is that fault. A sandbox may forbid the calls (a seccomp filter answers EPERM or
+// ENOSYS); the data path must still work, so it then copies directly and says so once.
+int kernel_copy(void* dst, const void* src, size_t n, bool to_app) {
   const pid_t self = self_pid();
   iovec local{}, app{};
   if (to_app) {
@@ -68,11 +145,40 @@ int transfer(void* dst, const void* src, size_t n, bool to_app) {
                : process_vm_readv(self, &local, 1, &app, 1, 0);
   } while (r < 0 && errno == EINTR);
   if (r == static_cast<ssize_t>(n)) return 0;
-  if (r < 0 && refused(errno)) {
+  if (r < 0 && (errno == ENOSYS || errno == EPERM)) {
+    report_unsafe("process_vm_readv/writev refused");
     std::memcpy(dst, src, n);
     return 0;
   }
   return -EFAULT;
+}
+
+// UIW_APP_COPY=kernel chooses the system calls; anything else (or unset) the guarded memcpy,
+// unless its handler cannot be installed. ThreadSanitizer builds always copy through the
+// kernel: TSan routes SIGSEGV and SIGBUS through its own handler, which did not hand every
+// fault on (a SIGBUS killed the process), and it would report the application side of each
+// copy, written outside the memory model as an RNIC's DMA writes it, as a data race.
+Mode mode() {
+  static const Mode m = [] {
+#if defined(__SANITIZE_THREAD__)
+    return Mode::Kernel;
+#else
+    const char* v = std::getenv("UIW_APP_COPY");
+    if (v && std::strcmp(v, "kernel") == 0) return Mode::Kernel;
+    return install_handler() ? Mode::Guarded : Mode::Kernel;
+#endif
+  }();
+  return m;
+}
+
+int transfer(void* dst, const void* src, size_t n, bool to_app) {
+  if (n == 0) return 0;
+  if (g_unsafe.load(std::memory_order_relaxed)) {
+    std::memcpy(dst, src, n);
+    return 0;
+  }
+  if (mode() == Mode::Guarded) return guarded_copy(dst, src, n, to_app);
+  return kernel_copy(dst, src, n, to_app);
 }
 
 }  // namespace

@@ -9,8 +9,9 @@
 # The server process must survive (no SIGSEGV from placing the payload), its QP must reach ERR
 # with its posted receive flushed, and the client's Read must complete in error (the server
 # ended the stream with a Terminate). Cases: uiw1 client, CRC off (payload read from the socket
-# straight into the region) and on (verified before it is placed), munmap and read-only; and a
-# siw0 client (munmap, CRC off).
+# straight into the region) and on (verified before it is placed, by the provider's guarded
+# memcpy, and with UIW_APP_COPY=kernel by process_vm_writev), munmap and read-only; and a siw0
+# client (munmap, CRC off).
 source "$UIW_ROOT/tests/system/lib.sh"
 source "$UIW_ROOT/tests/system/interop_lib.bash"
 interop_setup
@@ -33,6 +34,10 @@ unmapped_case uiw-rdonly "$UIW1_ADDR" rdonly
 uiw_set mpa_crc=Y
 unmapped_case uiw-unmap-crc "$UIW1_ADDR" unmap
 unmapped_case uiw-rdonly-crc "$UIW1_ADDR" rdonly
+export UIW_APP_COPY=kernel
+unmapped_case uiw-unmap-crc-kernel-copy "$UIW1_ADDR" unmap
+unmapped_case uiw-rdonly-crc-kernel-copy "$UIW1_ADDR" rdonly
+unset UIW_APP_COPY
 uiw_set mpa_crc=N
 unmapped_case siw-unmap "$SIW0_ADDR" unmap
 echo "PASS: a peer writing into an unmapped or read-only registered region ends the connection, not the process"
