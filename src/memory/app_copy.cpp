@@ -173,11 +173,12 @@ Mode mode() {
 
 int transfer(void* dst, const void* src, size_t n, bool to_app) {
   if (n == 0) return 0;
+  if (mode() == Mode::Guarded) return guarded_copy(dst, src, n, to_app);
+  // Once the kernel refused, no system call per copy to be refused again.
   if (g_unsafe.load(std::memory_order_relaxed)) {
     std::memcpy(dst, src, n);
     return 0;
   }
-  if (mode() == Mode::Guarded) return guarded_copy(dst, src, n, to_app);
   return kernel_copy(dst, src, n, to_app);
 }
 

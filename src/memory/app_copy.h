@@ -28,9 +28,9 @@ namespace uiw::memory {
 int copy_to_app(void* app_dst, const void* src, size_t n);
 // 0, or -EFAULT when some source page cannot be read.
 int copy_from_app(void* dst, const void* app_src, size_t n);
-// True when neither mechanism is available (the handler could not be installed, and the
-// kernel refused the system calls: seccomp, ENOSYS), so copies are plain memcpy without fault
-// safety. Reported once on stderr when it first happens.
+// True when copies go through the kernel (UIW_APP_COPY=kernel, or the handler could not be
+// installed) and the kernel refused the system calls (seccomp, ENOSYS), so copies are plain
+// memcpy without fault safety. Reported once on stderr when it first happens.
 bool app_copy_unsafe();
 
 }  // namespace uiw::memory
