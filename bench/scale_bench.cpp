@@ -288,7 +288,7 @@ constexpr size_t kSlot = 16;
 
 Result latency_server(int lfd, int n) {
   Window w;
-  runtime::Progress progress;
+  runtime::Progress progress{runtime::ProgressKnobs::from_env()};
   std::vector<uint8_t> slots(n * kSlot);
   Endpoints eps = make_endpoints(n, progress);
   std::vector<memory::Stag> keys(n);
@@ -325,7 +325,7 @@ Result latency_server(int lfd, int n) {
 
 Result latency_client(uint16_t port, int n) {
   Window w;  // before the Progress thread starts, so that it is counted
-  runtime::Progress progress;
+  runtime::Progress progress{runtime::ProgressKnobs::from_env()};
   std::vector<uint8_t> slots(n * kSlot);
   std::vector<memory::Stag> keys(n);
   // Resident memory of n connected endpoints. It includes, per HostEndpoint: the QueuePair
@@ -379,7 +379,7 @@ Result latency_client(uint16_t port, int n) {
 // (RFC 5040 §5.5: a Send completes at the Data Sink after the messages sent before it).
 Result bandwidth_server(int lfd, int n) {
   Window w;
-  runtime::Progress progress;
+  runtime::Progress progress{runtime::ProgressKnobs::from_env()};
   std::vector<uint8_t> sinks(n * kWriteSize), ctl(n * 32);
   Endpoints eps = make_endpoints(n, progress);
   std::vector<memory::Stag> sink_keys(n), ctl_keys(n);
@@ -421,7 +421,7 @@ Result bandwidth_server(int lfd, int n) {
 
 Result bandwidth_client(uint16_t port, int n) {
   Window w;
-  runtime::Progress progress;
+  runtime::Progress progress{runtime::ProgressKnobs::from_env()};
   std::vector<uint8_t> src(kWriteSize, 0x5A), ctl(n * 32);
   Endpoints eps = make_endpoints(n, progress);
   std::vector<memory::Stag> src_keys(n), ctl_keys(n);

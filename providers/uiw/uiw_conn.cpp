@@ -417,26 +417,11 @@ Context::~Context() {
   if (stop_efd >= 0) close(stop_efd);
 }
 
-namespace {
-
-// UIW_POLLER_GRACE_US: how long an empty ibv_poll_cq keeps the progress thread from being
-// woken by its QPs' incoming bytes (runtime/progress.h); 0 turns that off.
-std::chrono::microseconds poller_grace() {
-  const char* v = std::getenv("UIW_POLLER_GRACE_US");
-  if (!v || !*v) return runtime::Progress::kDefaultPollerGrace;
-  char* end;
-  const unsigned long us = std::strtoul(v, &end, 10);
-  if (*end || us > 1'000'000) return runtime::Progress::kDefaultPollerGrace;
-  return std::chrono::microseconds(us);
-}
-
-}  // namespace
-
 int Context::start_threads() {
   if (progress) return 0;
   if (ready_efd < 0 || stop_efd < 0) return EMFILE;
   try {
-    progress = std::make_unique<runtime::Progress>(poller_grace());
+    progress = std::make_unique<runtime::Progress>(runtime::ProgressKnobs::from_env());
     ready_thread = std::thread([this] { ready_loop(); });
   } catch (...) {
     progress.reset();

@@ -11,7 +11,8 @@ namespace uiw::runtime {
 
 HostEndpoint::HostEndpoint(uint32_t qpn, bool progress_thread, uint32_t sq_depth, uint32_t cq_depth)
     : HostEndpoint(qpn, nullptr, sq_depth, cq_depth) {
-  if (progress_thread) driver_ = (own_progress_ = std::make_unique<Progress>()).get();
+  if (progress_thread)
+    driver_ = (own_progress_ = std::make_unique<Progress>(ProgressKnobs::from_env())).get();
 }
 
 HostEndpoint::HostEndpoint(uint32_t qpn, Progress& shared, uint32_t sq_depth, uint32_t cq_depth)

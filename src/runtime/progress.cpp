@@ -1,11 +1,13 @@
 #include "runtime/progress.h"
 
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <system_error>
 
 #include "runtime/queue_pair.h"
@@ -21,10 +23,30 @@ constexpr uint32_t kWatchMuted = EPOLLOUT | EPOLLET | EPOLLRDHUP;
 
 }  // namespace
 
-Progress::Progress(std::chrono::microseconds poller_grace)
+namespace {
+
+std::chrono::microseconds env_us(const char* name, std::chrono::microseconds fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end;
+  const unsigned long us = std::strtoul(v, &end, 10);
+  if (*end || us > 1'000'000) return fallback;
+  return std::chrono::microseconds(us);
+}
+
+}  // namespace
+
+ProgressKnobs ProgressKnobs::from_env() {
+  const ProgressKnobs defaults;
+  return {env_us("UIW_POLLER_GRACE_US", defaults.poller_grace),
+          env_us("UIW_PROGRESS_SPIN_US", defaults.spin)};
+}
+
+Progress::Progress(const ProgressKnobs& knobs)
     : epfd_(epoll_create1(EPOLL_CLOEXEC)),
       doorbell_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
-      grace_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(poller_grace).count()) {
+      grace_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(knobs.poller_grace).count()),
+      spin_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(knobs.spin).count()) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = 0;
@@ -35,6 +57,8 @@ Progress::Progress(std::chrono::microseconds poller_grace)
     throw std::system_error(err, std::generic_category(), "uiw progress");
   }
   thread_ = std::thread([this] { run(); });
+  // Named for top -H, perf and the tests that watch it (15 characters at most).
+  pthread_setname_np(thread_.native_handle(), "uiw-progress");
 }
 
 Progress::~Progress() {
@@ -157,8 +181,11 @@ void Progress::run() {
   epoll_event evs[64];
   std::unique_lock lock(mu_);
   const int grace_ms = static_cast<int>((grace_ns_ + 999'999) / 1'000'000);
+  int64_t moved_at = INT64_MIN;  // steady_ns() after the last pass that moved bytes
   while (!stop_) {
-    sleeping_ = ready_.empty();
+    // Within the spin after the last traffic it looks again at once, and is not asleep for
+    // kick(): whoever queues work needs no doorbell.
+    sleeping_ = ready_.empty() && (spin_ns_ == 0 || steady_ns() - moved_at >= spin_ns_);
     // Asleep with muted QPs, it still looks at them once per grace period.
     const int timeout = !sleeping_ ? 0 : muted_.empty() ? -1 : grace_ms;
     lock.unlock();
@@ -189,6 +216,7 @@ void Progress::run() {
     }
     if (!muted_.empty()) check_muted_locked();
     // One pass for each QP ready now; those with more to read queue up again behind the rest.
+    bool moved = false;
     for (size_t k = ready_.size(); k > 0 && !stop_; --k) {
       const uint64_t id = ready_.front();
       ready_.pop_front();
@@ -205,6 +233,7 @@ void Progress::run() {
       const QueuePair::PassResult r = muted ? q->transmit_pass() : q->pass();
       lock.lock();
       running_ = 0;
+      moved |= r.moved;
       pass_done_.notify_all();
       it = qps_.find(id);
       if (it == qps_.end()) continue;  // removed during its pass (from its own callback)
@@ -214,6 +243,7 @@ void Progress::run() {
       // not reading.)
       if (r.cut_short || (r.moved && it->second.hup)) queue_locked(id);
     }
+    if (moved && spin_ns_ > 0) moved_at = steady_ns();
   }
 }
 

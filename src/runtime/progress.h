@@ -36,14 +36,26 @@ namespace uiw::runtime {
 
 class QueuePair;
 
+// The thread's knobs. poller_grace: how long a poll keeps the polled QP muted (see above);
+// zero never mutes. spin: how long the thread keeps looking (epoll_wait without a timeout)
+// after its last pass that moved bytes before it sleeps; a message that arrives meanwhile is
+// read without a wakeup (a context switch, and on a busy machine the wait for a CPU). Zero by
+// default: the thread then costs no CPU beyond the work, and an application that wants the
+// lowest latency busy-polls its CQ, which reads its QPs itself.
+struct ProgressKnobs {
+  std::chrono::microseconds poller_grace{1000};
+  std::chrono::microseconds spin{0};
+  // The defaults, or UIW_POLLER_GRACE_US / UIW_PROGRESS_SPIN_US where set (0 to 1000000;
+  // another value keeps the default).
+  static ProgressKnobs from_env();
+};
+
 // Thread safety: add/remove/kick may be called from any thread. The mutex is never held
 // across a pass, so neither a posting thread nor remove() waits for other QPs' traffic.
 class Progress {
  public:
-  // How long a poll keeps the polled QP muted (see above); zero never mutes.
-  static constexpr std::chrono::microseconds kDefaultPollerGrace{1000};
   // May throw std::system_error (thread).
-  explicit Progress(std::chrono::microseconds poller_grace = kDefaultPollerGrace);
+  explicit Progress(const ProgressKnobs& knobs = {});
   ~Progress();  // stops and joins the thread
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -86,6 +98,7 @@ class Progress {
   bool sleeping_ = false;                    // under mu_: the thread is in epoll_wait(-1)
   std::vector<uint64_t> muted_;              // under mu_; may hold keys removed since
   const int64_t grace_ns_;
+  const int64_t spin_ns_;
   std::thread thread_;
 };
 

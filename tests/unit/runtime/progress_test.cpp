@@ -11,8 +11,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/queue_pair.h"
@@ -256,14 +259,14 @@ bool becomes(const volatile uint8_t* p, uint8_t v, std::chrono::milliseconds lim
 struct PolledQp {
   static constexpr auto kGrace = 300ms;
   int lfd = -1, peer = -1;
-  Progress p{kGrace};
+  Progress p;
   engine::test::Side side{9};
   std::vector<uint8_t> region = std::vector<uint8_t>(64, 0), sink = std::vector<uint8_t>(64);
   memory::Stag k = side.reg_mr(region, memory::kLocalWrite | memory::kRemoteWrite);
   QueuePair qp{config_of(side, 9)};
   const volatile uint8_t* first = region.data();
 
-  explicit PolledQp(bool with_recv) {
+  explicit PolledQp(bool with_recv, const ProgressKnobs& knobs = ProgressKnobs{kGrace}) : p(knobs) {
     uint16_t port = 0;
     lfd = transport::tcp_listen("127.0.0.1", 0, &port);
     peer = transport::tcp_connect("127.0.0.1", port, 2000);
@@ -339,6 +342,43 @@ TEST(ProgressTest, APolledQpThatAwaitsNoCompletionIsServed) {
   t.send_write(0x44);
   EXPECT_TRUE(becomes(t.first, 0x44, 2000ms));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, PolledQp::kGrace / 2) << "it was muted";
+}
+
+// How often the Progress thread went to sleep so far: the voluntary context switches of the
+// process's "uiw-progress" threads (one Progress lives at a time in these tests).
+long progress_thread_sleeps() {
+  long total = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (!std::getline(comm, name) || name != "uiw-progress") continue;
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);)
+      if (line.starts_with("voluntary_ctxt_switches:")) total += std::stol(line.substr(24));
+  }
+  return total;
+}
+
+// With a spin, the thread keeps looking after a pass that moved bytes: Writes that arrive
+// within it are placed by a thread that never slept. Without one it sleeps between them.
+TEST(ProgressTest, WithinTheSpinTheThreadPlacesWithoutSleeping) {
+  for (const auto spin : {0ms, 5000ms}) {
+    SCOPED_TRACE(spin.count());
+    PolledQp t(false, ProgressKnobs{PolledQp::kGrace, spin});
+    t.send_write(1);
+    ASSERT_TRUE(becomes(t.first, 1, 2000ms));
+    const long before = progress_thread_sleeps();
+    for (uint8_t v = 2; v < 12; ++v) {
+      std::this_thread::sleep_for(5ms);
+      t.send_write(v);
+      ASSERT_TRUE(becomes(t.first, v, 2000ms));
+    }
+    const long sleeps = progress_thread_sleeps() - before;
+    if (spin == 0ms)
+      EXPECT_GE(sleeps, 5) << "the thread should sleep between Writes 5 ms apart";
+    else
+      EXPECT_LE(sleeps, 1) << "the thread slept within its spin";
+  }
 }
 
 }  // namespace
