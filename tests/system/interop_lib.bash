@@ -255,11 +255,18 @@ wire_stop() {
 # malformed: "[Malformed Packet" items; experr: expert infos of severity Error (warnings, e.g.
 # "Rev field is NOT set to one as required by RFC 5044" on RFC 6581 frames, are not errors).
 # ops: RDMAP opcodes (RFC 5040 Figure 4, as Wireshark names them), one per DDP segment.
+# A connection on the 4-tuple of an earlier one would inherit its MPA state in the dissector:
+# wire_distinct_tuples.py first gives each such connection a port of its own (NAME.pcapng;
+# the capture as taken is NAME.captured.pcapng).
 # Heuristic dissectors (MPA's is one) run before port dissectors: a connect-on-RTR initiator
 # binds a random source port in 512-1023, where Wireshark registers about 27 port dissectors
 # (514 rsh, 554 rtsp, 873 rsync, ...) that otherwise take the stream's FPDUs.
 wire_decode() {
   local name=$1
+  mv "$name.pcapng" "$name.captured.pcapng"
+  /usr/bin/python3 "$UIW_ROOT/tests/system/wire_distinct_tuples.py" "$name.captured.pcapng" \
+    "$name.pcapng" 2>"$name.reused" || { cat "$name.reused"; fail "$name: could not rewrite the capture"; }
+  [ ! -s "$name.reused" ] || cat "$name.reused"
   tshark -n -o tcp.try_heuristic_first:TRUE -r "$name.pcapng" -V >"$name.decoded" 2>"$name.tshark-err" ||
     { cat "$name.tshark-err"; fail "$name: tshark could not decode the capture"; }
   awk '

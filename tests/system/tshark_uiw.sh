@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # needs: uiw
 # timeout: 900
-# quarantine: two CI runs before 2026-11-25 and one of two clean-clone runs on that day failed with two malformed 72-byte MPA frames, both ways of a connect-on-RTR stream (port 747, Seq 1) that came after every session of the test and that the dissector decoded as FPDUs; cause not found (a reused 4-tuple, or a late RTR connect). Run it with UIW_SYSTEM_ALL=1 or by name.
 # Wire validation of uiw <-> uiw with Wireshark's iWARP dissectors (MPA, DDP/RDMAP). One dumpcap
 # capture on lo (both addresses are local, so the kernel routes the connections over lo) holds
 # every session, from before the first connection; one `tshark -V` pass decodes it
@@ -11,6 +10,9 @@
 #     asks the other, RFC 5044 §7.1.2);
 #   connect-on-RTR (kernel/uiw_rtr.c, port rtr_port; no rdma_cm): ibv_rc_pingpong (Send),
 #     ib_write_bw (Write) and ib_read_bw (Read Request/Response) without -R, CRC off and on.
+# Connect-on-RTR initiators take random privileged source ports, so two sessions may share a
+# 4-tuple; wire_decode gives the later one a port of its own first (the dissector would decode it
+# with the earlier one's MPA state).
 # Every stream: MPA Request and Reply found by the heuristic dissector, no malformed packet and
 # no expert error, CRC flags and CRC verdicts as negotiated (every decoded FPDU "Good CRC32"),
 # only the opcodes the session uses, each of them present.
