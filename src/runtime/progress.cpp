@@ -181,11 +181,11 @@ void Progress::run() {
   epoll_event evs[64];
   std::unique_lock lock(mu_);
   const int grace_ms = static_cast<int>((grace_ns_ + 999'999) / 1'000'000);
-  int64_t moved_at = INT64_MIN;  // steady_ns() after the last pass that moved bytes
+  int64_t spin_until = INT64_MIN;  // steady_ns() after the last pass that moved bytes, + spin
   while (!stop_) {
     // Within the spin after the last traffic it looks again at once, and is not asleep for
     // kick(): whoever queues work needs no doorbell.
-    sleeping_ = ready_.empty() && (spin_ns_ == 0 || steady_ns() - moved_at >= spin_ns_);
+    sleeping_ = ready_.empty() && (spin_ns_ == 0 || steady_ns() >= spin_until);
     // Asleep with muted QPs, it still looks at them once per grace period.
     const int timeout = !sleeping_ ? 0 : muted_.empty() ? -1 : grace_ms;
     lock.unlock();
@@ -243,7 +243,7 @@ void Progress::run() {
       // not reading.)
       if (r.cut_short || (r.moved && it->second.hup)) queue_locked(id);
     }
-    if (moved && spin_ns_ > 0) moved_at = steady_ns();
+    if (moved && spin_ns_ > 0) spin_until = steady_ns() + spin_ns_;
   }
 }
 
