@@ -21,10 +21,6 @@ namespace {
 constexpr uint32_t kWatch = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP;
 constexpr uint32_t kWatchMuted = EPOLLOUT | EPOLLET | EPOLLRDHUP;
 
-}  // namespace
-
-namespace {
-
 std::chrono::microseconds env_us(const char* name, std::chrono::microseconds fallback) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
