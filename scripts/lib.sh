@@ -3,7 +3,14 @@ UIW_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 UIW_BUILD=${UIW_BUILD_DIR:-$UIW_ROOT/build}
 UIW_JOBS=${UIW_JOBS:-$(nproc)}
 
-uiw_log() { printf '\n== %s\n' "$*"; }
+# uiw_log MSG: a section heading, with the wall time since the outermost script that sources
+# this file began (scripts/test: CI gives the whole run 90 minutes).
+: "${UIW_T0:=$(date +%s)}"
+export UIW_T0
+uiw_log() {
+  local t=$(($(date +%s) - UIW_T0))
+  printf '\n== %s [+%d:%02d]\n' "$*" $((t / 60)) $((t % 60))
+}
 
 # uiw_need_packages PKG...: installs the Debian packages that are missing.
 # Idempotent and silent when everything is present.
