@@ -24,8 +24,10 @@ done
 	echo "obj-m := $objs"
 	echo "ccflags-y := -Werror"
 } >"$tmp/Kbuild"
-# -k: a probe that does not compile is an answer, not a failure.
-make -C "$kdir" M="$tmp" -k $objs >"$tmp/log" 2>&1 || true
+# -k: a probe that does not compile is an answer, not a failure. The probes are independent
+# and each one parses most of the kernel's headers: one job per CPU (DKMS runs this script
+# from its own make, whose job server a plain command does not share).
+make -C "$kdir" M="$tmp" -k -j"$(nproc 2>/dev/null || echo 1)" $objs >"$tmp/log" 2>&1 || true
 if [ ! -f "$tmp/control.o" ]; then
 	cat "$tmp/log" >&2
 	echo "compat.sh: $kdir cannot compile even an empty file" >&2
