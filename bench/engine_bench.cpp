@@ -2,7 +2,10 @@
 // 64 KiB and 1 MiB, 8-byte Send and Write ping-pong latency, with CRC off and on. Each uiw row is
 // printed beside raw TCP measured just before it in the same run (interleaved, so a machine
 // whose speed drifts moves both), with the ratio, and with what one operation cost both
-// processes together: system calls, context switches and CPU time (bench/op_cost.h).
+// processes together: system calls, context switches and CPU time (bench/op_cost.h). A latency
+// row is the median of several such pairs (UIW_BENCH_LAT_ROUNDS): on a shared machine raw TCP's
+// own 8-byte latency moves by half or more between runs seconds apart, and one pair's ratio
+// moves with it.
 //
 // uiw runs three ways, each against the raw TCP that waits the same way:
 //   busy      the application's thread moves the bytes and never sleeps (runtime::HostEndpoint
@@ -18,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +45,7 @@ namespace {
 
 double g_seconds = 1.0;
 int g_lat_iters = 20000;
+int g_lat_rounds = 5;
 enum class Mode { Busy, Blocking, Progress };
 const char* const kModeName[] = {"busy", "blocking", "progress"};
 // uiw's mode for the current rows; with Progress a Progress thread moves the bytes.
@@ -552,16 +557,17 @@ void print_cost(const bench::Cost& c) {
 }
 
 // One line: uiw, the raw TCP baseline it is compared with, the ratio, and each one's cost per
-// operation (system calls, context switches, CPU us; both processes).
+// operation (system calls, context switches, CPU us; both processes); `range`, when given, ends
+// the line (the spread of the ratio over a latency row's rounds).
 void row(const char* test, const char* size, bool crc, const Result& uiw, const Result& tcp,
-         bool bw) {
+         bool bw, const char* range = "") {
   std::printf("%-9s %-5s %-8s %-3s %9.2f %-4s %9.2f %-4s %6.2fx |", test, size,
               kModeName[static_cast<int>(g_mode)], crc ? "on" : "off", uiw.value,
               bw ? "Gb/s" : "us", tcp.value, bw ? "Gb/s" : "us", uiw.value / tcp.value);
   print_cost(uiw.cost);
   std::printf(" |");
   print_cost(tcp.cost);
-  std::printf("\n");
+  std::printf("%s\n", range);
   std::fflush(stdout);
 }
 
@@ -573,24 +579,50 @@ Result tcp_latency() {
   return busy.value < blocking.value ? busy : blocking;
 }
 
+// A latency row: g_lat_rounds pairs, each raw TCP then uiw; the row printed is the pair whose
+// ratio is the median, followed by the lowest and highest ratio of the rounds.
+void lat_row(const char* test, bool crc, Result (*uiw)(bool)) {
+  struct Pair {
+    Result uiw, tcp;
+    double ratio;
+  };
+  std::vector<Pair> pairs;
+  for (int r = 0; r < g_lat_rounds; ++r) {
+    Pair p;
+    p.tcp = tcp_latency();
+    p.uiw = uiw(crc);
+    p.ratio = p.uiw.value / p.tcp.value;
+    pairs.push_back(p);
+  }
+  std::sort(pairs.begin(), pairs.end(),
+            [](const Pair& a, const Pair& b) { return a.ratio < b.ratio; });
+  char range[64] = "";
+  if (pairs.size() > 1)
+    std::snprintf(range, sizeof range, "  [%.2f-%.2fx]", pairs.front().ratio, pairs.back().ratio);
+  const Pair& median = pairs[pairs.size() / 2];
+  row(test, "8B", crc, median.uiw, median.tcp, false, range);
+}
+
 }  // namespace
 
 int main() {
   if (const char* s = getenv("UIW_BENCH_SECONDS")) g_seconds = atof(s);
   if (const char* s = getenv("UIW_BENCH_LAT_ITERS")) g_lat_iters = atoi(s);
+  if (const char* s = getenv("UIW_BENCH_LAT_ROUNDS")) g_lat_rounds = std::max(1, atoi(s));
   const char* spins = getenv("UIW_BENCH_SPINS");
   const std::string modes =
       getenv("UIW_BENCH_MODES") ? getenv("UIW_BENCH_MODES") : "busy,blocking,progress";
   std::printf(
       "uiw engine benchmark: two processes over loopback TCP, %.1f s per bandwidth point, %d "
-      "ping-pong round trips, %ld CPUs\n",
-      g_seconds, g_lat_iters, sysconf(_SC_NPROCESSORS_ONLN));
+      "ping-pong round trips per latency pair, %d pairs per latency row, %ld CPUs\n",
+      g_seconds, g_lat_iters, g_lat_rounds, sysconf(_SC_NPROCESSORS_ONLN));
   std::printf(
       "mode busy: the polling thread moves the bytes and spins (latency vs TCP busy-poll recv); "
       "blocking: it sleeps in poll() when idle (vs TCP blocking read); progress: a progress "
       "thread moves them, the application spins on its CQ (vs the better TCP)\n"
       "raw TCP is measured just before each row: stream bandwidth with the same message size, "
-      "latency as above (both variants printed first)\n"
+      "latency as above (both variants printed first); a latency row is its median pair "
+      "[lowest-highest ratio of its pairs]\n"
       "cost per operation (one message one way), both processes: system calls, context "
       "switches, CPU us\n");
   registry_costs();
@@ -622,10 +654,8 @@ int main() {
         tcp = tcp_bandwidth(size);
         row("send bw", sz, crc, uiw_send_bw(crc, size), tcp, true);
       }
-      Result tcp = tcp_latency();
-      row("send lat", "8B", crc, uiw_send_lat(crc), tcp, false);
-      tcp = tcp_latency();
-      row("write lat", "8B", crc, uiw_write_lat(crc), tcp, false);
+      lat_row("send lat", crc, uiw_send_lat);
+      lat_row("write lat", crc, uiw_write_lat);
     }
   }
   std::printf("ratio: uiw / raw TCP (bandwidth: higher is better; latency: lower is better)\n");
