@@ -26,8 +26,7 @@ pair() {
     timeout -k 5 300 "$tool" -R -d "$UIW1_DEV" -p $port --source_ip "$UIW1_ADDR" "$@" \
       "$UIW0_ADDR" >"$name-client.log" 2>&1 || rc=$?
     port=$((port + 1))
-    if [ $rc != 0 ] && [ $try = 1 ] && grep -q 'Correlation coefficient' "$name-client.log" \
-      "$name-server.log"; then
+    if [ $rc != 0 ] && [ $try = 1 ] && perftest_clock_failed "$name-client" "$name-server"; then
       log "$name: perftest clock calibration failed under TCG, once more"
       wait "${BG_PID[$name-server]}" 2>/dev/null || true
       continue

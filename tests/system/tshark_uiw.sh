@@ -56,7 +56,7 @@ rtr_tool() {
     kill -9 "${BG_PID[$name-server]}" 2>/dev/null || true
     wait "${BG_PID[$name-server]}" || src=$?
     if [ $try = 1 ] && [ "$rc$src" != 00 ] &&
-      grep -q 'Correlation coefficient' "$name-client.log" "$name-server.log"; then
+      perftest_clock_failed "$name-client" "$name-server"; then
       log "$name: perftest clock calibration failed under TCG, once more"
       port=$((port + 5))
       continue

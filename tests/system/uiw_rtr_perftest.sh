@@ -37,8 +37,7 @@ run() {
     timeout -k 5 300 "$tool" -d "$UIW1_DEV" -x 0 -p $port "$@" "$UIW0_ADDR" \
       >"$name-client.log" 2>&1 || rc=$?
     port=$((port + 1))
-    if [ $rc != 0 ] && [ $try = 1 ] && grep -q 'Correlation coefficient' "$name-client.log" \
-      "$name-server.log"; then
+    if [ $rc != 0 ] && [ $try = 1 ] && perftest_clock_failed "$name-client" "$name-server"; then
       log "$name: perftest clock calibration failed under TCG, once more"
       wait "${BG_PID[$name-server]}" 2>/dev/null || true
       continue
