@@ -18,6 +18,7 @@ debs=${UIW_DEBS:-$UIW_BUILD/packages/deb}
 ls "$debs"/uiw-dkms_*_all.deb "$debs"/ibverbs-provider-uiw_*_amd64.deb >/dev/null ||
   fail "no packages in $debs (tests/packages/run-packages builds them)"
 kver=$(uname -r)
+preinstalled=${UIW_DEBS_INSTALLED:-0}
 plugdir=/usr/lib/x86_64-linux-gnu/libibverbs
 
 # What the harness put in place goes, so that only the packages can make uiw work (in an own
@@ -26,11 +27,11 @@ for d in $(ls /sys/class/infiniband); do
   [ "$(cat /sys/class/infiniband/$d/hca_type 2>/dev/null)" = uiw ] && rdma link delete "$d"
 done
 rmmod uiw || fail "rmmod uiw (the harness's module)"
-[ "${UIW_DEBS_INSTALLED:-0}" = 1 ] || rm -f "$plugdir"/libuiw-rdmav*.so /etc/libibverbs.d/uiw.driver
+[ "$preinstalled" = 1 ] || rm -f "$plugdir"/libuiw-rdmav*.so /etc/libibverbs.d/uiw.driver
 unset RDMAV_DRIVERS IBV_DRIVERS
 
 log "$(. /etc/os-release && echo "$PRETTY_NAME"), rdma-core $(dpkg-query -W -f='${Version}' libibverbs1)"
-if [ "${UIW_DEBS_INSTALLED:-0}" = 1 ]; then
+if [ "$preinstalled" = 1 ]; then
   for p in uiw-dkms ibverbs-provider-uiw; do
     [ "$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null)" = "ii " ] ||
       fail "$p is not installed in this root (UIW_DEBS_INSTALLED=1)"
