@@ -172,12 +172,14 @@ class SctpRx final : public RxFramer {
 inline constexpr size_t kFramePrefix = 2;
 inline constexpr size_t kMaxFrameHeader =
     kFramePrefix + wire::kUntaggedHeaderSize + wire::kReadRequestHeaderSize;
+// Room for a small payload copied behind the largest headers (MpaTx::add_payload).
+inline constexpr size_t kInlinePayload = 64;
 
 // One frame being built or sent. The framing's own octets (prefix, Markers, pad, CRC) live here;
 // the engine writes the segment's headers at hdr + kFramePrefix; payload is sent from where it
-// is.
+// is, or, when small, copied behind the headers with PAD and CRC after it (room for all in hdr).
 struct TxFrame {
-  uint8_t hdr[kMaxFrameHeader];
+  uint8_t hdr[kMaxFrameHeader + kInlinePayload + 8];
   uint8_t trailer[8];  // pad (0-3) then CRC: separate iovecs since a Marker may sit between
   std::vector<uint8_t> markers;
   size_t markers_used;
@@ -192,9 +194,16 @@ struct TxIovs {
   std::vector<iovec> iov;
   size_t begin = 0, end = 0;
   size_t batch_bytes = 0;  // octets in [begin, end)
+  // Octets that continue the frame's last iovec in memory extend it: the kernel walks each
+  // iovec of a sendmsg separately.
   void push(TxFrame& f, const void* p, size_t len) {
-    iov[end++] = {const_cast<void*>(p), len};
-    ++f.iov_count;
+    iovec* last = f.iov_count > 0 ? &iov[end - 1] : nullptr;
+    if (last && static_cast<const uint8_t*>(last->iov_base) + last->iov_len == p) {
+      last->iov_len += len;
+    } else {
+      iov[end++] = {const_cast<void*>(p), len};
+      ++f.iov_count;
+    }
     f.remaining += len;
     f.bytes += len;
     batch_bytes += len;
@@ -252,6 +261,7 @@ class MpaTx final : public TxFramer {
  private:
   bool append(TxFrame& f, const uint8_t* p, size_t len, bool fold_crc, bool app);
   bool fold_app_crc(const uint8_t* p, size_t len);
+  bool in_header_run(const TxFrame& f) const;
   void put_marker(TxFrame& f);
 
   TxIovs& out_;

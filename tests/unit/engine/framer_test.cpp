@@ -215,6 +215,36 @@ TEST(MpaTxTest, FramesMatchTheWireEncoder) {
   }
 }
 
+// Without Markers, an FPDU whose payload fits behind its headers in the frame (kInlinePayload
+// after the largest headers) goes out as one iovec (headers, payload copied behind them, PAD,
+// CRC), with the octets the wire encoder gives; a larger payload is referenced in place.
+TEST(MpaTxTest, ASmallFpduIsOneIovec) {
+  for (const bool crc : {false, true}) {
+    const size_t room = kMaxFrameHeader + kInlinePayload - kFramePrefix - 18;
+    for (const size_t payload : {size_t{0}, size_t{1}, size_t{8}, room - 1, room, room + 1}) {
+      TxIovs out;
+      out.iov.assign(16, iovec{});
+      QpStats stats;
+      MpaTx tx(out, stats);
+      tx.start(crc, false, 1460, false);
+      const std::vector<uint8_t> ulpdu = pattern(18 + payload, 7);
+      TxFrame f;
+      tx.prepare(f);
+      f.remaining = f.bytes = f.iov_count = 0;
+      tx.begin(f);
+      std::copy_n(ulpdu.begin(), 18, f.hdr + kFramePrefix);
+      tx.add_header(f, 18, ulpdu.size());
+      ASSERT_TRUE(tx.add_payload(f, ulpdu.data() + 18, payload, false));
+      tx.end(f, ulpdu.size());
+      EXPECT_EQ(gather(out), mpa_stream({ulpdu}, crc, false)) << payload;
+      const size_t iovs = payload <= room ? 1 : 3 + (wire::fpdu_pad(ulpdu.size()) ? 1 : 0);
+      EXPECT_EQ(out.end - out.begin, iovs) << "crc " << crc << " payload " << payload;
+      EXPECT_EQ(f.iov_count, iovs);
+      EXPECT_EQ(f.bytes, gather(out).size());
+    }
+  }
+}
+
 // The DDP-SSN comes at the end of the frame, so a frame taken back costs none; dropped frames give
 // theirs back.
 TEST(SctpTxTest, ChunksCarryGaplessDdpSsns) {

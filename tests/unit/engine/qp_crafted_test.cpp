@@ -613,6 +613,17 @@ TEST_P(QpCraftedFaultTest, ReadOfUnmappedSourceNeverFaultsTheProcess) {
     EXPECT_LT(static_cast<size_t>(r), total);
 }
 
+// A response small enough to be copied into its FPDU is read by the engine with or without CRC:
+// Remote Protection Error, never a signal.
+TEST_P(QpCraftedFaultTest, SmallReadOfUnmappedSourceIsRemoteProtectionError) {
+  std::vector<uint8_t> rr(wire::kReadRequestHeaderSize);
+  wire::encode_read_request(rr.data(), {0x77, 0, 8, key_, second_page()});
+  feed(read_hdr(1), rr);
+  ASSERT_EQ(munmap(map_ + kPage, kPage), 0);
+  expect_read_request_echoed({TermLayer::Rdma, term::kRdmaRemoteProtection, term::kAccessRights},
+                             rr);
+}
+
 TEST_P(QpCraftedFaultTest, ReadSourceDeregisteredAfterAcceptanceIsNotRead) {
   std::vector<uint8_t> rr(wire::kReadRequestHeaderSize);
   wire::encode_read_request(rr.data(), {0x77, 0, 512, key_, second_page()});
