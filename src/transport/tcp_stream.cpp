@@ -59,10 +59,17 @@ TcpStream::~TcpStream() {
 IoResult TcpStream::readv(const struct iovec* iov, int iovcnt) {
   if (fd_ < 0) return {IoStatus::Closed, 0, 0};
   if (iovcnt < 0 || iovcnt > IOV_MAX) return {IoStatus::Error, 0, EINVAL};
-  // readv(2) returning 0 means EOF, so a zero-length request must not reach the kernel.
+  // A read returning 0 means EOF, so a zero-length request must not reach the kernel.
   if (total_length(iov, iovcnt) == 0) return {IoStatus::Ok, 0, 0};
+  struct msghdr msg {};
+  msg.msg_iov = const_cast<struct iovec*>(iov);
+  msg.msg_iovlen = static_cast<size_t>(iovcnt);
   for (;;) {
-    ssize_t n = ::readv(fd_, iov, iovcnt);
+    // One buffer (most reads): recv(2), which spares the kernel the iovec import of recvmsg or
+    // readv (~0.13 us per call on the bench host, paid by every look of a busy poller).
+    // MSG_DONTWAIT: the socket belongs to the application, which may clear O_NONBLOCK.
+    ssize_t n = iovcnt == 1 ? ::recv(fd_, iov[0].iov_base, iov[0].iov_len, MSG_DONTWAIT)
+                            : ::recvmsg(fd_, &msg, MSG_DONTWAIT);
     if (n > 0) return {IoStatus::Ok, static_cast<size_t>(n), 0};
     if (n == 0) return {IoStatus::Closed, 0, 0};  // FIN: graceful close (RFC 5044 §7.2)
     if (errno != EINTR) return from_errno(errno);
@@ -77,8 +84,11 @@ IoResult TcpStream::writev(const struct iovec* iov, int iovcnt) {
   msg.msg_iov = const_cast<struct iovec*>(iov);
   msg.msg_iovlen = static_cast<size_t>(iovcnt);
   for (;;) {
-    // MSG_NOSIGNAL: a peer reset must become EPIPE here, not SIGPIPE in the application.
-    ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    // MSG_NOSIGNAL: a peer reset must become EPIPE here, not SIGPIPE in the application. One
+    // buffer (a small FPDU, MpaTx): send(2), without sendmsg's message header and iovec import.
+    ssize_t n = iovcnt == 1
+                    ? ::send(fd_, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL | MSG_DONTWAIT)
+                    : ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n >= 0) return {IoStatus::Ok, static_cast<size_t>(n), 0};
     if (errno != EINTR) return from_errno(errno);
   }

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,26 @@ TEST(TcpStreamTest, EmptySocketWouldBlockAndZeroLengthIsOk) {
   iovec none{nullptr, 0};
   EXPECT_EQ(p.s->readv(&none, 1).status, IoStatus::Ok);
   EXPECT_EQ(p.s->writev(&none, 1).bytes, 0u);
+}
+
+// The handed-over socket belongs to the application, which may make it blocking again: reads
+// and writes still never wait (SO_RCVTIMEO bounds how long the old readv blocked).
+TEST(TcpStreamTest, NeverBlocksWhenTheApplicationClearsNonBlocking) {
+  Pair p;
+  const int fd = p.s->fd();
+  ASSERT_EQ(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK), 0);
+  const timeval two_s{2, 0};
+  ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &two_s, sizeof two_s), 0);
+  uint8_t a[16], b[16];
+  for (const int iovcnt : {1, 2}) {
+    iovec in[2] = {{a, sizeof a}, {b, sizeof b}};
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(p.s->readv(in, iovcnt).status, IoStatus::WouldBlock) << iovcnt;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500)) << iovcnt;
+  }
+  char one[] = "x";
+  iovec out{one, 1};
+  EXPECT_EQ(p.s->writev(&out, 1).status, IoStatus::Ok);
 }
 
 TEST(TcpStreamTest, FinIsClosedAfterTheData) {
