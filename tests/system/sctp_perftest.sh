@@ -14,27 +14,14 @@ allow_local_sources
 
 port=18560
 
-# pair NAME TOOL ARGS...: server on uiw0, client on uiw1. perftest's cycle-counter calibration
-# can fail under TCG ("Correlation coefficient"): then once more.
+# pair NAME TOOL ARGS...: server on uiw0, client on uiw1 (perftest_pair).
 pair() {
-  local name=$1 tool=$2 try rc
+  local name=$1 tool=$2
   shift 2
-  for try in 1 2; do
-    start_bg "$name-server" "$tool" -R -d "$UIW0_DEV" -p $port "$@"
-    wait_cm_listen $port
-    rc=0
-    timeout -k 5 300 "$tool" -R -d "$UIW1_DEV" -p $port --source_ip "$UIW1_ADDR" "$@" \
-      "$UIW0_ADDR" >"$name-client.log" 2>&1 || rc=$?
-    port=$((port + 1))
-    if [ $rc != 0 ] && [ $try = 1 ] && perftest_clock_failed "$name-client" "$name-server"; then
-      log "$name: perftest clock calibration failed under TCG, once more"
-      wait "${BG_PID[$name-server]}" 2>/dev/null || true
-      continue
-    fi
-    [ $rc = 0 ] || { show "$name-client"; show "$name-server"; fail "$name client exited $rc"; }
-    wait_bg "$name-server" 60
-    break
-  done
+  perftest_pair "$name" wait_cm_listen $port "$tool" -R -d "$UIW0_DEV" -p @PORT@ "$@" -- \
+    "$tool" -R -d "$UIW1_DEV" -p @PORT@ --source_ip "$UIW1_ADDR" "$@" "$UIW0_ADDR"
+  port=$((PAIR_PORT + 1))
+  pair_exits_ok "$name"
   if grep -Eiq 'failed|bad wc|error' "$name-client.log" "$name-server.log"; then
     show "$name-client"
     show "$name-server"

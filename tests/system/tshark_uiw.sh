@@ -29,47 +29,20 @@ rtr_port=$(cat /sys/module/uiw/parameters/rtr_port)
 interop_setup
 
 # rtr_tool NAME PORT TOOL ARGS...: one connect-on-RTR run of TOOL between uiw0 (server) and
-# uiw1; TOOL's own TCP exchange uses PORT (not captured), its RDMA connection port rtr_port. Exit 1
-# is accepted with perftest's own iWARP leak message at exit (as in uiw_rtr_perftest.sh).
-PERFTEST_LEAK='Failed to deallocate PD - Device or resource busy|Couldn.t destroy all SEND resources'
-# Sets WIN[NAME] to the time window of the run (for wire_check). A perftest whose clock
-# calibration fails under TCG ("Correlation coefficient") runs once more.
+# uiw1 (perftest_pair); TOOL's own TCP exchange uses PORT (PORT + 1 if it runs again; not
+# captured), its RDMA connection port rtr_port. Exit 1 is accepted with perftest's own iWARP leak
+# message at exit (PERFTEST_LEAK). Sets WIN[NAME] to the time window of the run (for wire_check).
 declare -A WIN
 rtr_tool() {
-  local name=$1 port=$2 tool=$3 gid=-x side i rc=0 src=0 t0 try
+  local name=$1 port=$2 tool=$3 gid=-x side t0
   shift 3
   [ "$tool" = ibv_rc_pingpong ] && gid=-g
   t0=$(date +%s.%N)
-  for try in 1 2; do
-    rc=0 src=0
-    start_bg "$name-server" "$tool" -d "$UIW0_DEV" "$gid" 0 -p "$port" "$@"
-    for ((i = 0; i < 150; i++)); do
-      ss -Hltn "sport = :$port" | grep -q . && break
-      sleep 0.2
-    done
-    timeout -k 5 300 "$tool" -d "$UIW1_DEV" "$gid" 0 -p "$port" "$@" "$UIW0_ADDR" \
-      >"$name-client.log" 2>&1 || rc=$?
-    for ((i = 0; i < 1200; i++)); do
-      kill -0 "${BG_PID[$name-server]}" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -9 "${BG_PID[$name-server]}" 2>/dev/null || true
-    wait "${BG_PID[$name-server]}" || src=$?
-    if [ $try = 1 ] && [ "$rc$src" != 00 ] &&
-      perftest_clock_failed "$name-client" "$name-server"; then
-      log "$name: perftest clock calibration failed under TCG, once more"
-      port=$((port + 5))
-      continue
-    fi
-    break
-  done
+  perftest_pair "$name" wait_tcp_listen "$port" "$tool" -d "$UIW0_DEV" "$gid" 0 -p @PORT@ "$@" -- \
+    "$tool" -d "$UIW1_DEV" "$gid" 0 -p @PORT@ "$@" "$UIW0_ADDR"
   WIN[$name]=$t0-$(date +%s.%N)
+  pair_exits_ok "$name" leak
   for side in client server; do
-    [ $side = client ] && i=$rc || i=$src
-    if [ "$i" != 0 ] && ! { [ "$i" = 1 ] && grep -Eq "$PERFTEST_LEAK" "$name-$side.log"; }; then
-      show "$name-$side"
-      fail "$name $side exited $i"
-    fi
     if grep -Ev "$PERFTEST_LEAK" "$name-$side.log" | grep -Eiq 'fail|bad wc|error|mismatch|couldn'; then
       show "$name-$side"
       fail "$name $side reported an error"
@@ -79,8 +52,8 @@ rtr_tool() {
 }
 rtr_sessions() { # PREFIX PORTBASE
   rtr_tool "$1-pingpong" "$2" ibv_rc_pingpong -c -n 5
-  rtr_tool "$1-write" $(($2 + 1)) ib_write_bw -s 4096 -n 5
-  rtr_tool "$1-read" $(($2 + 2)) ib_read_bw -s 4096 -n 5
+  rtr_tool "$1-write" $(($2 + 2)) ib_write_bw -s 4096 -n 5
+  rtr_tool "$1-read" $(($2 + 4)) ib_read_bw -s 4096 -n 5
 }
 
 ALL='Send|Read Request|Read Response|Write'

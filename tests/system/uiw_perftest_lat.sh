@@ -18,29 +18,16 @@ kernel_cm_debug
 port=18530
 syn_waits_for_listener $port $((port + 69))
 
-# pair NAME TOOL ARGS...: TOOL's server on uiw0 and client on uiw1 (logs NAME-server.log,
-# NAME-client.log). perftest's cycle-counter calibration sometimes fails under TCG
-# ("Correlation coefficient r^2 < 0.9", nothing to do with the device): then it runs once more.
+# pair NAME TOOL ARGS...: TOOL's server on uiw0 and client on uiw1 (perftest_pair; logs
+# NAME-server.log, NAME-client.log).
+listening() { wait_cm_listen "$1" && wait_dev_listen "$UIW0_DEV" "$1"; }
 pair() {
-  local name=$1 tool=$2 try
+  local name=$1 tool=$2
   shift 2
-  for try in 1 2; do
-    start_bg "$name-server" "$tool" -R -d "$UIW0_DEV" -p $port "$@"
-    wait_cm_listen $port
-    wait_dev_listen "$UIW0_DEV" $port
-    local rc=0
-    timeout -k 5 300 "$tool" -R -d "$UIW1_DEV" -p $port --source_ip "$UIW1_ADDR" "$@" \
-      "$UIW0_ADDR" >"$name-client.log" 2>&1 || rc=$?
-    port=$((port + 1))
-    if [ $rc != 0 ] && [ $try = 1 ] && perftest_clock_failed "$name-client" "$name-server"; then
-      log "$name: perftest clock calibration failed under TCG, once more"
-      wait "${BG_PID[$name-server]}" 2>/dev/null || true
-      continue
-    fi
-    [ $rc = 0 ] || { show "$name-client"; fail "$name client exited $rc"; }
-    wait_bg "$name-server" 60
-    break
-  done
+  perftest_pair "$name" listening $port "$tool" -R -d "$UIW0_DEV" -p @PORT@ "$@" -- \
+    "$tool" -R -d "$UIW1_DEV" -p @PORT@ --source_ip "$UIW1_ADDR" "$@" "$UIW0_ADDR"
+  port=$((PAIR_PORT + 1))
+  pair_exits_ok "$name"
   local side
   for side in client server; do
     expect "$name-$side" 'Transport type : IW' "$name $side did not run over iWARP"

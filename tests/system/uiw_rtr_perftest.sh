@@ -10,50 +10,15 @@ source "$UIW_ROOT/tests/system/lib.sh"
 
 port=18640
 
-# perftest 4.5 deregisters its iWARP Send credit MR only in rdma_cm mode (destroy_ctx:
-# `verb == SEND && work_rdma_cm == ON && send_rcredit`), so without -R ib_send_* on any iWARP
-# device ends with "Failed to deallocate PD - Device or resource busy" and exit 1 after a
-# complete run. Accept exactly that (perftest's leak, not the device's); nothing else.
-PERFTEST_LEAK='Failed to deallocate PD - Device or resource busy|Couldn.t destroy all SEND resources'
-rc_ok() { # NAME RC
-  [ "$2" = 0 ] && return 0
-  [ "$2" = 1 ] && grep -Eq "$PERFTEST_LEAK" "$1.log" && return 0
-  show "$1"
-  fail "$1 exited $2"
-}
-
-# run NAME TOOL ARGS...: server on uiw0, client on uiw1 -> uiw0's address. perftest's cycle
-# counter calibration sometimes fails under TCG ("Correlation coefficient"): then once more.
+# run NAME TOOL ARGS...: server on uiw0, client on uiw1 -> uiw0's address (perftest_pair).
+# Without -R ib_send_* end with perftest's own leak (PERFTEST_LEAK): accepted, nothing else.
 run() {
-  local name=$1 tool=$2 try rc side
+  local name=$1 tool=$2 side
   shift 2
-  for try in 1 2; do
-    start_bg "$name-server" "$tool" -d "$UIW0_DEV" -x 0 -p $port "$@"
-    for ((i = 0; i < 150; i++)); do
-      ss -Hltn "sport = :$port" | grep -q . && break
-      sleep 0.2
-    done
-    rc=0
-    timeout -k 5 300 "$tool" -d "$UIW1_DEV" -x 0 -p $port "$@" "$UIW0_ADDR" \
-      >"$name-client.log" 2>&1 || rc=$?
-    port=$((port + 1))
-    if [ $rc != 0 ] && [ $try = 1 ] && perftest_clock_failed "$name-client" "$name-server"; then
-      log "$name: perftest clock calibration failed under TCG, once more"
-      wait "${BG_PID[$name-server]}" 2>/dev/null || true
-      continue
-    fi
-    rc_ok "$name-client" $rc
-    local spid=${BG_PID[$name-server]} srv=0
-    for ((i = 0; i < 600; i++)); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$spid" 2>/dev/null; then
-      kill -9 "$spid"
-      show "$name-server"
-      fail "$name server did not finish"
-    fi
-    wait "$spid" || srv=$?
-    rc_ok "$name-server" $srv
-    break
-  done
+  perftest_pair "$name" wait_tcp_listen $port "$tool" -d "$UIW0_DEV" -x 0 -p @PORT@ "$@" -- \
+    "$tool" -d "$UIW1_DEV" -x 0 -p @PORT@ "$@" "$UIW0_ADDR"
+  port=$((PAIR_PORT + 1))
+  pair_exits_ok "$name" leak
   for side in client server; do
     expect "$name-$side" 'Transport type : IW' "$name $side did not run over iWARP"
     if grep -Ev "$PERFTEST_LEAK" "$name-$side.log" | grep -Eiq 'failed|bad wc|error|unable'; then
