@@ -120,7 +120,7 @@ rping_pair() {
 # problem. interop_netns gives perftest a uiw and a siw device it cannot confuse: a veth pair
 # with the siw end in its own namespace.
 #   IXU_DEV (uiw, init_net, IXU_ADDR) <-> IXS_DEV (siw, namespace IX_NS, IXS_ADDR)
-# perftest_pair runs each side in its device's namespace (DEV_NETNS). Call it after
+# interop_perftest runs each side in its device's namespace (DEV_NETNS). Call it after
 # siw_tunable (which reloads siw.ko, and with it every siw device); both devices go with the
 # namespace when the test exits. perftest's server listens on the wildcard address, so
 # rdma_cm listens on every device; netns_veth keeps siw's listener (bound to its netdev's
@@ -171,28 +171,23 @@ perftest_devices() {
   log "PASS $name: server QP on $sdev, client QP on $cdev"
 }
 
-# perftest_pair NAME TOOL SERVER_DEV SERVER_ADDR CLIENT_DEV CLIENT_ADDR PORT SIZE ITERS [ARGS]:
-# a perftest TOOL with -R between two devices, each side in its device's namespace; both sides
-# must exit 0 and report no error; bandwidth tools must print a result line, latency tools a
-# t_avg. (Which device each side really used: perftest_devices.)
-perftest_pair() {
-  local name=$1 tool=$2 sdev=$3 saddr=$4 cdev=$5 caddr=$6 port=$7 size=$8 iters=$9 side try
-  local swrap cwrap
+# interop_perftest NAME TOOL SERVER_DEV SERVER_ADDR CLIENT_DEV CLIENT_ADDR PORT SIZE ITERS
+# [ARGS]: a perftest TOOL with -R between two devices, each side in its device's namespace
+# (perftest_pair; a rerun goes to PORT + 1000); both sides must exit 0 and report no error;
+# bandwidth tools must print a result line, latency tools a t_avg. (Which device each side
+# really used: perftest_devices.)
+ix_listening() { wait_cm_listen "$1" && wait_dev_listen "$IX_LISTEN_DEV" "$1"; }
+interop_perftest() {
+  local name=$1 tool=$2 sdev=$3 saddr=$4 cdev=$5 caddr=$6 port=$7 size=$8 iters=$9 side
+  local swrap=() cwrap=()
   shift 9
   netns_of "$sdev" && swrap=("${NETNS_EXEC[@]}")
   netns_of "$cdev" && cwrap=("${NETNS_EXEC[@]}")
-  for try in 1 2; do
-    start_bg "$name-server" "${swrap[@]}" "$tool" -R -d "$sdev" -p "$port" -s "$size" \
-      -n "$iters" -F "$@"
-    wait_cm_listen "$port"
-    wait_dev_listen "$sdev" "$port"
-    run_fg "$name-client" 300 "${cwrap[@]}" "$tool" -R -d "$cdev" -p "$port" -s "$size" \
-      -n "$iters" -F --source_ip "$caddr" "$@" "$saddr"
-    wait_bg "$name-server" 60
-    perftest_clock_failed "$name-client" "$name-server" && [ $try = 1 ] || break
-    log "$name: perftest's clock calibration failed (its figures read 0 or inf): once more"
-    port=$((port + 1000))
-  done
+  IX_LISTEN_DEV=$sdev PAIR_RERUN_OFFSET=1000 perftest_pair "$name" ix_listening "$port" \
+    "${swrap[@]}" "$tool" -R -d "$sdev" -p @PORT@ -s "$size" -n "$iters" -F "$@" -- \
+    "${cwrap[@]}" "$tool" -R -d "$cdev" -p @PORT@ -s "$size" -n "$iters" -F --source_ip "$caddr" \
+    "$@" "$saddr"
+  pair_exits_ok "$name"
   for side in server client; do
     if grep -Eiq 'failed|bad wc|error|couldn' "$name-$side.log"; then
       show "$name-$side" | tail -n 20

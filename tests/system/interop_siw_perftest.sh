@@ -31,10 +31,10 @@ for tool in ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_read_lat ib_send_l
   size=65536
   case $tool in *_lat) size=64 ;; esac
   [ $tool = ib_write_lat ] && siw_set peer_to_peer=Y
-  perftest_pair "$tool-uiw-srv" $tool "$IXU_DEV" "$IXU_ADDR" "$IXS_DEV" "$IXS_ADDR" \
+  interop_perftest "$tool-uiw-srv" $tool "$IXU_DEV" "$IXU_ADDR" "$IXS_DEV" "$IXS_ADDR" \
     $((port++)) $size 200
   siw_set peer_to_peer=N
-  perftest_pair "$tool-siw-srv" $tool "$IXS_DEV" "$IXS_ADDR" "$IXU_DEV" "$IXU_ADDR" \
+  interop_perftest "$tool-siw-srv" $tool "$IXS_DEV" "$IXS_ADDR" "$IXU_DEV" "$IXU_ADDR" \
     $((port++)) $size 200
 done
 echo "PASS: perftest uiw <-> siw"

@@ -34,7 +34,7 @@ uiw_set mpa_rev=1
 for crc in N Y; do
   uiw_set mpa_crc=$crc
   for tool in ib_write_bw ib_send_bw; do
-    perftest_pair "uiw-to-siw-rev1-crc$crc-$tool" $tool "$IXS_DEV" "$IXS_ADDR" "$IXU_DEV" \
+    interop_perftest "uiw-to-siw-rev1-crc$crc-$tool" $tool "$IXS_DEV" "$IXS_ADDR" "$IXU_DEV" \
       "$IXU_ADDR" $((port++)) 65536 200
   done
 done

@@ -18,13 +18,13 @@ for m in 1 2 3; do
   uiw_set mpa_markers=$m
   rping_pair "markers$m" "$UIW0_ADDR" "$UIW1_ADDR" $((port++)) 100 65000
   for tool in ib_write_bw ib_read_bw ib_send_bw; do
-    perftest_pair "markers$m-$tool" $tool "$UIW0_DEV" "$UIW0_ADDR" "$UIW1_DEV" "$UIW1_ADDR" \
+    interop_perftest "markers$m-$tool" $tool "$UIW0_DEV" "$UIW0_ADDR" "$UIW1_DEV" "$UIW1_ADDR" \
       $((port++)) 65536 100
   done
 done
 uiw_set mpa_markers=3 mpa_crc=Y
 rping_pair markers3-crc "$UIW0_ADDR" "$UIW1_ADDR" $((port++)) 100 65000
-perftest_pair markers3-crc-ib_write_bw ib_write_bw "$UIW0_DEV" "$UIW0_ADDR" "$UIW1_DEV" \
+interop_perftest markers3-crc-ib_write_bw ib_write_bw "$UIW0_DEV" "$UIW0_ADDR" "$UIW1_DEV" \
   "$UIW1_ADDR" $((port++)) 65536 100
 uiw_set mpa_crc=N
 uiw_set mpa_markers=5
