@@ -174,13 +174,15 @@ inline constexpr size_t kMaxFrameHeader =
     kFramePrefix + wire::kUntaggedHeaderSize + wire::kReadRequestHeaderSize;
 // Room for a small payload copied behind the largest headers (MpaTx::add_payload).
 inline constexpr size_t kInlinePayload = 64;
+// PAD (0-3 octets) then CRC (RFC 5044 §4.1).
+inline constexpr size_t kMaxFrameTrailer = 8;
 
 // One frame being built or sent. The framing's own octets (prefix, Markers, pad, CRC) live here;
 // the engine writes the segment's headers at hdr + kFramePrefix; payload is sent from where it
 // is, or, when small, copied behind the headers with PAD and CRC after it (room for all in hdr).
 struct TxFrame {
-  uint8_t hdr[kMaxFrameHeader + kInlinePayload + 8];
-  uint8_t trailer[8];  // pad (0-3) then CRC: separate iovecs since a Marker may sit between
+  uint8_t hdr[kMaxFrameHeader + kInlinePayload + kMaxFrameTrailer];
+  uint8_t trailer[kMaxFrameTrailer];  // separate iovecs for pad and CRC: a Marker may sit between
   std::vector<uint8_t> markers;
   size_t markers_used;
   size_t remaining;    // wire octets not yet accepted by the LLP
