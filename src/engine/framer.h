@@ -223,9 +223,10 @@ class TxFramer {
   virtual void begin(TxFrame& f) = 0;
   // The segment's headers, hlen octets at f.hdr + kFramePrefix, of a segment of len octets.
   virtual void add_header(TxFrame& f, size_t hlen, size_t len) = 0;
-  // Payload, sent from p. app: application memory a peer named (a Read Response's source),
-  // read through memory::copy_from_app where the framing reads it (CRC): false when a page of
-  // it could not be read, and the frame is then incomplete (unbuild).
+  // Payload, sent from p. app: application memory (a registered region: a Send's or Write's
+  // source, a Read Response's), read only through memory's fault-safe reads where the framing
+  // reads it (a copy, the CRC); false when a page of it could not be read, and the frame is
+  // then incomplete (unbuild).
   virtual bool add_payload(TxFrame& f, const uint8_t* p, size_t len, bool app) = 0;
   virtual void end(TxFrame& f, size_t len) = 0;
   virtual void unbuild(const TxFrame& f) = 0;  // the frame just begun is taken back
@@ -262,7 +263,6 @@ class MpaTx final : public TxFramer {
 
  private:
   bool append(TxFrame& f, const uint8_t* p, size_t len, bool fold_crc, bool app);
-  bool fold_app_crc(const uint8_t* p, size_t len);
   bool in_header_run(const TxFrame& f) const;
   void put_marker(TxFrame& f);
 
@@ -274,7 +274,7 @@ class MpaTx final : public TxFramer {
   uint64_t pos_ = 0;  // stream offset from SeqStart of the next octet built
   uint64_t fpdu_start_ = 0;
   uint32_t crc_ = 0;
-  std::vector<uint8_t> bounce_;  // CRC of application memory (append), allocated on first use
+  std::vector<uint8_t> bounce_;  // memory::crc32c_update_from_app's, grown on first use
 };
 
 // SCTP: each frame is one message, a DDP Segment Chunk (RFC 5043 §5.2.1): the DDP-SSN, then the

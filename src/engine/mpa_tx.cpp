@@ -13,10 +13,6 @@
 
 namespace uiw::engine {
 
-namespace {
-constexpr size_t kBounce = 16 << 10;
-}  // namespace
-
 void MpaTx::start(bool crc, bool markers, uint32_t mulpdu, bool responder) {
   crc_on_ = crc;
   markers_ = markers;
@@ -58,14 +54,13 @@ bool MpaTx::in_header_run(const TxFrame& f) const {
 
 // A payload that fits in the frame is copied behind the headers, so that with PAD and CRC the whole
 // FPDU is one iovec: a sendmsg of one iovec costs the kernel less than of three, which is a
-// measurable part of a small message's latency. The copy is fault-safe: a local source it cannot
-// read is left to the kernel as before (EFAULT from sendmsg); application memory a peer named fails
-// as append() would.
+// measurable part of a small message's latency. The copy is fault-safe, as every read of
+// application memory here.
 bool MpaTx::add_payload(TxFrame& f, const uint8_t* p, size_t len, bool app) {
   if (len > 0 && f.bytes + len <= kMaxFrameHeader + kInlinePayload && in_header_run(f)) {
     uint8_t* at = f.hdr + f.bytes;
-    if (memory::copy_from_app(at, p, len) == 0) return append(f, at, len, true, false);
-    if (app) return false;
+    if (memory::copy_from_app(at, p, len) != 0) return false;
+    return append(f, at, len, true, false);
   }
   return append(f, p, len, true, app);
 }
@@ -109,10 +104,10 @@ void MpaTx::put_marker(TxFrame& f) {
   if (at_start) fpdu_start_ = pos_;
 }
 
-// Application memory a peer asked for (app: a Read Response's source) is folded into the CRC
-// through memory::copy_from_app and a small bounce buffer, so a page unmapped since the Read
-// Request was accepted fails the copy instead of raising SIGSEGV; the octets themselves go out
-// from the application's memory, read by the kernel in sendmsg (EFAULT, not a signal).
+// Application memory (app) is folded into the CRC through memory::crc32c_update_from_app, so a
+// page unmapped since the work request was posted or the Read Request accepted fails the frame
+// instead of raising SIGSEGV; the octets themselves go out from the application's memory, read
+// by the kernel in sendmsg (EFAULT, not a signal).
 bool MpaTx::append(TxFrame& f, const uint8_t* p, size_t len, bool fold_crc, bool app) {
   while (len > 0) {
     size_t k = len;
@@ -120,23 +115,16 @@ bool MpaTx::append(TxFrame& f, const uint8_t* p, size_t len, bool fold_crc, bool
       if (pos_ % wire::kMarkerInterval == 0) put_marker(f);
       k = std::min(k, wire::bytes_to_next_marker(pos_));
     }
-    if (crc_on_ && fold_crc && !app) crc_ = wire::crc32c_update(crc_, p, k);
-    if (crc_on_ && fold_crc && app && !fold_app_crc(p, k)) return false;
+    if (crc_on_ && fold_crc) {
+      if (!app)
+        crc_ = wire::crc32c_update(crc_, p, k);
+      else if (memory::crc32c_update_from_app(&crc_, p, k, bounce_) != 0)
+        return false;
+    }
     out_.push(f, p, k);
     pos_ += k;
     p += k;
     len -= k;
-  }
-  return true;
-}
-
-bool MpaTx::fold_app_crc(const uint8_t* p, size_t len) {
-  if (bounce_.empty()) bounce_.resize(kBounce);  // only QPs that answer Reads
-  for (size_t off = 0; off < len;) {
-    const size_t n = std::min(len - off, bounce_.size());
-    if (memory::copy_from_app(bounce_.data(), p + off, n) != 0) return false;
-    crc_ = wire::crc32c_update(crc_, bounce_.data(), n);
-    off += n;
   }
   return true;
 }

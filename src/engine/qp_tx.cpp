@@ -229,7 +229,10 @@ void Qp::build_data_segment(SqEntry& e, wire::SegmentHeader& h, size_t room) {
   for (uint64_t done = 0; done < chunk;) {
     const ResolvedSge piece = e.sgl.at(tx_offset_ + done);
     const size_t k = std::min<uint64_t>(piece.len, chunk - done);
-    tx_framer_->add_payload(s, piece.ptr, k, false);
+    if (!tx_framer_->add_payload(s, piece.ptr, k, true)) {
+      fail_unreadable_source(e, s);
+      return;
+    }
     done += k;
   }
   tx_framer_->end(s, ulpdu);
@@ -238,6 +241,19 @@ void Qp::build_data_segment(SqEntry& e, wire::SegmentHeader& h, size_t room) {
     ++sq_tx_;
     tx_kind_ = TxKind::None;
   }
+}
+
+// A page of the local source could not be read: registration pins nothing, so the application
+// may unmap a posted buffer. The work request completes with a local protection error and, as
+// for any error found while creating a message (RDMAP §7.1 item 21), a Terminate goes out
+// instead of the segment, without copied headers.
+void Qp::fail_unreadable_source(SqEntry& e, TxSlot& s) {
+  unbuild_slot(s);
+  e.status = WcStatus::LocProtErr;
+  e.st = SqSt::Done;  // kept by the flush that follows
+  ++sq_tx_;
+  tx_kind_ = TxKind::None;
+  set_terminate({wire::TermLayer::Rdma, wire::term::kRdmaLocalCatastrophic, 0}, false);
 }
 
 // RDMAP §5.2.2: the response is tagged, addressed to the requester's sink STag and TO copied

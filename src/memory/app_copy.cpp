@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csetjmp>
@@ -12,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include "wire/crc32c.h"
 
 namespace uiw::memory {
 
@@ -91,16 +94,18 @@ void on_fault(int sig, siginfo_t* si, void* uc) {
   return true;
 }
 
-int guarded_copy(void* dst, const void* src, size_t n, bool to_app) {
+// Runs access() over the application range [app, app + n): 0, or -EFAULT when it faulted there.
+template <typename Access>
+int guarded(const void* app, size_t n, Access&& access) {
   FaultGuard g;
-  g.lo = reinterpret_cast<uintptr_t>(to_app ? dst : src);
+  g.lo = reinterpret_cast<uintptr_t>(app);
   g.hi = g.lo + n;
   if (sigsetjmp(g.resume, 0) != 0) return -EFAULT;
   t_guard = &g;
   // The handler runs in this thread: the guard must be in place before the first access and
   // gone only after the last (compiler ordering only).
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  std::memcpy(dst, src, n);
+  access();
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_guard = nullptr;
   return 0;
@@ -173,7 +178,8 @@ Mode mode() {
 
 int transfer(void* dst, const void* src, size_t n, bool to_app) {
   if (n == 0) return 0;
-  if (mode() == Mode::Guarded) return guarded_copy(dst, src, n, to_app);
+  if (mode() == Mode::Guarded)
+    return guarded(to_app ? dst : src, n, [&] { std::memcpy(dst, src, n); });
   // Once the kernel refused, no system call per copy to be refused again.
   if (g_unsafe.load(std::memory_order_relaxed)) {
     std::memcpy(dst, src, n);
@@ -190,6 +196,27 @@ int copy_to_app(void* app_dst, const void* src, size_t n) {
 
 int copy_from_app(void* dst, const void* app_src, size_t n) {
   return transfer(dst, app_src, n, false);
+}
+
+int crc32c_update_from_app(uint32_t* state, const void* app_src, size_t n,
+                           std::vector<uint8_t>& bounce) {
+  if (n == 0) return 0;
+  if (mode() == Mode::Guarded)
+    return guarded(app_src, n, [&] { *state = wire::crc32c_update(*state, app_src, n); });
+  if (g_unsafe.load(std::memory_order_relaxed)) {
+    *state = wire::crc32c_update(*state, app_src, n);
+    return 0;
+  }
+  constexpr size_t kBounce = 16 << 10;
+  if (bounce.empty()) bounce.resize(kBounce);
+  const auto* p = static_cast<const uint8_t*>(app_src);
+  for (size_t off = 0; off < n;) {
+    const size_t k = std::min(n - off, bounce.size());
+    if (kernel_copy(bounce.data(), p + off, k, false) != 0) return -EFAULT;
+    *state = wire::crc32c_update(*state, bounce.data(), k);
+    off += k;
+  }
+  return 0;
 }
 
 bool app_copy_unsafe() {

@@ -20,6 +20,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 namespace uiw::memory {
 
@@ -28,6 +30,13 @@ namespace uiw::memory {
 int copy_to_app(void* app_dst, const void* src, size_t n);
 // 0, or -EFAULT when some source page cannot be read.
 int copy_from_app(void* dst, const void* app_src, size_t n);
+// Feeds n octets of application memory into a raw CRC32c state (wire::crc32c_update): 0, or
+// -EFAULT when some source page cannot be read (*state is then meaningless). The guarded
+// mechanism reads the octets where they are (no copy: a send's CRC is one pass over memory the
+// kernel then reads again from cache); the kernel mechanism copies them through bounce, grown
+// on first use.
+int crc32c_update_from_app(uint32_t* state, const void* app_src, size_t n,
+                           std::vector<uint8_t>& bounce);
 // True when copies go through the kernel (UIW_APP_COPY=kernel, or the handler could not be
 // installed) and the kernel refused the system calls (seccomp, ENOSYS), so copies are plain
 // memcpy without fault safety. Reported once on stderr when it first happens.

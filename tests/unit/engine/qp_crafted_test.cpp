@@ -585,7 +585,7 @@ TEST_P(QpCraftedFaultTest, SendIntoUnmappedReceiveBufferIsLocalProtectionError) 
   EXPECT_EQ(rc[0].status, WcStatus::LocProtErr);
 }
 
-// With CRC the engine reads the source for the CRC (through the kernel): Remote Protection
+// With CRC the engine reads the source for the CRC (fault-safe): Remote Protection
 // Error. Without, only the kernel's sendmsg reads it, and refuses with EFAULT (the connection
 // then fails); either way the process lives.
 TEST_P(QpCraftedFaultTest, ReadOfUnmappedSourceNeverFaultsTheProcess) {
@@ -632,6 +632,75 @@ TEST_P(QpCraftedFaultTest, ReadSourceDeregisteredAfterAcceptanceIsNotRead) {
   expect_read_request_echoed({TermLayer::Rdma, term::kRdmaRemoteProtection, term::kInvalidStag},
                              rr);
 }
+
+// A local source the application unmapped after posting (legal: registration pins nothing) is
+// read by the engine wherever it reads payload (a small one copied into its FPDU; any with CRC):
+// the work request completes with a local protection error and the stream ends with RDMAP
+// "Local Catastrophic", never a signal. A large payload without CRC is read only by the kernel.
+class QpCraftedLocalSourceTest : public QpCraftedFaultTest {
+ protected:
+  void SetUp() override {
+    // A responder sends nothing before the initiator's first FPDU (RFC 5044 §7.1.2).
+    feed(write_to(reinterpret_cast<uint64_t>(map_)), std::vector<uint8_t>(8, 1));
+  }
+  void post(WrOpcode op, uint64_t addr, uint32_t len) {
+    SendWr w;
+    w.wr_id = 9;
+    w.opcode = op;
+    w.num_sge = 1;
+    w.sg_list[0] = {addr, len, key_};
+    w.remote_stag = 0x1234;
+    w.remote_addr = 0x10000;
+    ASSERT_EQ(q.qp->post_send(w), 0);
+  }
+  void expect_local_protection_error() {
+    const auto sc = q.poll_send();
+    ASSERT_EQ(sc.size(), 1u);
+    EXPECT_EQ(sc[0].wr_id, 9u);
+    EXPECT_EQ(sc[0].status, WcStatus::LocProtErr);
+  }
+};
+
+TEST_P(QpCraftedLocalSourceTest, SmallSendFromUnmappedSource) {
+  post(WrOpcode::Send, second_page(), 8);
+  ASSERT_EQ(munmap(map_ + kPage, kPage), 0);
+  expect({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0}, false);
+  expect_local_protection_error();
+}
+
+TEST_P(QpCraftedLocalSourceTest, WriteFromUnmappedSource) {
+  post(WrOpcode::RdmaWrite, second_page(), 1000);
+  ASSERT_EQ(munmap(map_ + kPage, kPage), 0);
+  if (!crc_) {
+    // The FPDU references the source; the kernel refuses it (see the Read test above).
+    size_t total = 0;
+    for (const iovec& v : q.qp->tx_pending()) total += v.iov_len;
+    EXPECT_GT(total, 1000u);
+    return;
+  }
+  expect({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0}, false);
+  expect_local_protection_error();
+}
+
+// The Terminate replaces every segment not yet handed to the LLP: the peer never sees the first
+// segment of a message whose second cannot be read.
+TEST_P(QpCraftedLocalSourceTest, WriteWhoseSecondSegmentIsUnmapped) {
+  post(WrOpcode::RdmaWrite, second_page() - 1000, 2000);  // two segments (MULPDU 1448)
+  ASSERT_EQ(munmap(map_ + kPage, kPage), 0);
+  if (!crc_) {
+    size_t total = 0;  // both segments reference the source, for the kernel to refuse
+    for (const iovec& v : q.qp->tx_pending()) total += v.iov_len;
+    EXPECT_GT(total, 2000u);
+    return;
+  }
+  expect({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0}, false);
+  expect_local_protection_error();
+}
+
+INSTANTIATE_TEST_SUITE_P(CrcOnOff, QpCraftedLocalSourceTest, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& i) {
+                           return i.param ? "Crc" : "NoCrc";
+                         });
 
 INSTANTIATE_TEST_SUITE_P(CrcOnOff, QpCraftedFaultTest, testing::Bool(),
                          [](const testing::TestParamInfo<bool>& i) {

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <vector>
 
+#include "wire/crc32c.h"
+
 namespace uiw::memory {
 namespace {
 
@@ -67,6 +69,26 @@ TEST_F(AppCopyTest, UnmappedSourceIsEfault) {
   ASSERT_EQ(munmap(map_ + kPage, kPage), 0);
   std::vector<uint8_t> dst(512);
   EXPECT_EQ(copy_from_app(dst.data(), map_ + kPage - 256, dst.size()), -EFAULT);
+}
+
+// A send's CRC reads the source where it is: the same state as wire::crc32c_update, -EFAULT
+// from the first unreadable page on, and later reads work.
+TEST_F(AppCopyTest, CrcOfApplicationMemory) {
+  for (size_t i = 0; i < 2 * kPage; ++i) map_[i] = static_cast<uint8_t>(i * 13);
+  std::vector<uint8_t> bounce;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{8}, kPage + 3, 2 * kPage}) {
+    uint32_t st = wire::kCrc32cInit;
+    ASSERT_EQ(crc32c_update_from_app(&st, map_, n, bounce), 0);
+    EXPECT_EQ(st, wire::crc32c_update(wire::kCrc32cInit, map_, n)) << n;
+  }
+  ASSERT_EQ(munmap(map_ + kPage, kPage), 0);
+  for (int i = 0; i < 2; ++i) {
+    uint32_t st = wire::kCrc32cInit;
+    EXPECT_EQ(crc32c_update_from_app(&st, map_ + kPage - 100, 200, bounce), -EFAULT);
+    st = wire::kCrc32cInit;
+    EXPECT_EQ(crc32c_update_from_app(&st, map_, 100, bounce), 0);
+    EXPECT_EQ(st, wire::crc32c_update(wire::kCrc32cInit, map_, 100));
+  }
 }
 
 // A file mapping beyond the file's end raises SIGBUS, not SIGSEGV.
@@ -152,6 +174,14 @@ void kernel_mode_copies() {
   const std::vector<uint8_t> src(64, 5);
   if (copy_to_app(m, src.data(), src.size()) != 0 || m[63] != 5) _exit(3);
   if (copy_to_app(m + kPage, src.data(), src.size()) != -EFAULT) _exit(4);
+  // The CRC read copies through the bounce buffer in pieces: larger than one piece, across
+  // the pieces' boundary.
+  std::vector<uint8_t> big(40000, 9), bounce;
+  uint32_t st = wire::kCrc32cInit;
+  if (crc32c_update_from_app(&st, big.data(), big.size(), bounce) != 0 ||
+      st != wire::crc32c_update(wire::kCrc32cInit, big.data(), big.size()))
+    _exit(6);
+  if (crc32c_update_from_app(&st, m + kPage - 8, 16, bounce) != -EFAULT) _exit(7);
   struct sigaction after {};
   sigaction(SIGSEGV, nullptr, &after);
   _exit(after.sa_sigaction == before.sa_sigaction ? 0 : 5);
