@@ -344,16 +344,15 @@ bool Qp::rx_begin_send() {
       rx_rtr_send_ = true;
       return true;
     }
-    std::optional<RecvWr> wr = cfg_.rq->take();
-    if (!wr) {  // RFC 5041 §7.1 untagged check 2; iWARP has no RNR retry
+    if (!cfg_.rq->take(&rx_send_wr_)) {  // RFC 5041 §7.1 untagged check 2; no RNR retry
       rx_fail(untagged(term::kDdpNoBuffer));
       return false;
     }
     rx_send_active_ = true;
     rx_send_msn_ = rx_seg_.msn;
     rx_send_got_ = 0;
-    rx_send_wr_ = *wr;
-    if (!resolve_sgl(wr->sg_list, wr->num_sge, memory::kLocalWrite, &rx_send_sgl_)) {
+    if (!resolve_sgl(rx_send_wr_.sg_list, rx_send_wr_.num_sge, memory::kLocalWrite,
+                     &rx_send_sgl_)) {
       // A bad lkey in our own receive WR: a local error (RDMAP §7.1 item 21).
       complete_active_recv(WcStatus::LocProtErr);
       rx_fail({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0});

@@ -1,5 +1,6 @@
 #include "engine/receive_queue.h"
 
+#include <algorithm>
 #include <cerrno>
 
 namespace uiw::engine {
@@ -7,22 +8,32 @@ namespace uiw::engine {
 ReceiveQueue::ReceiveQueue(uint32_t capacity, bool shared)
     : ring_(capacity ? capacity : 1), shared_(shared) {}
 
+namespace {
+// A RecvWr carries room for kMaxSge SGEs; a message uses num_sge of them.
+void copy_wr(RecvWr* dst, const RecvWr& src) {
+  dst->wr_id = src.wr_id;
+  dst->num_sge = src.num_sge;
+  std::copy_n(src.sg_list, std::min(src.num_sge, kMaxSge), dst->sg_list);
+}
+}  // namespace
+
 int ReceiveQueue::post(const RecvWr& wr) {
   std::lock_guard lock(mu_);
   if (count_ == ring_.size()) return -ENOMEM;
-  ring_[(head_ + count_) % ring_.size()] = wr;
+  size_t tail = head_ + count_;
+  if (tail >= ring_.size()) tail -= ring_.size();
+  copy_wr(&ring_[tail], wr);
   ++count_;
   return 0;
 }
 
-std::optional<RecvWr> ReceiveQueue::take() {
+bool ReceiveQueue::take(RecvWr* out) {
   std::function<void()> fire;
-  std::optional<RecvWr> wr;
   {
     std::lock_guard lock(mu_);
-    if (count_ == 0) return std::nullopt;
-    wr = ring_[head_];
-    head_ = (head_ + 1) % ring_.size();
+    if (count_ == 0) return false;
+    copy_wr(out, ring_[head_]);
+    if (++head_ == ring_.size()) head_ = 0;
     --count_;
     if (limit_ != 0 && count_ < limit_) {
       limit_ = 0;
@@ -30,7 +41,7 @@ std::optional<RecvWr> ReceiveQueue::take() {
     }
   }
   if (fire) fire();
-  return wr;
+  return true;
 }
 
 std::vector<RecvWr> ReceiveQueue::drain() {

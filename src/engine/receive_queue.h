@@ -19,7 +19,8 @@ class ReceiveQueue {
   ReceiveQueue& operator=(const ReceiveQueue&) = delete;
 
   int post(const RecvWr& wr);  // -ENOMEM when full
-  std::optional<RecvWr> take();
+  // The oldest posted WR into *out (its num_sge SGEs only); false when none is posted.
+  bool take(RecvWr* out);
   // Removes every posted WR (flush on QP error; never used for an SRQ, whose WRs outlive a QP).
   std::vector<RecvWr> drain();
   size_t size() const;
