@@ -12,6 +12,10 @@
 # straight into the region) and on (verified before it is placed, by the provider's guarded
 # memcpy, and with UIW_APP_COPY=kernel by process_vm_writev), munmap and read-only; and a siw0
 # client (munmap, CRC off).
+# Then the local side: a uiw1 client Writes from a region it registered and munmap()ed (write-
+# unmapped): its process must live and the Write complete in error (with CRC on: local
+# protection error, the source read for the CRC fault-safely; off: the kernel refuses the send),
+# the server's QP must reach ERR with its receive flushed.
 source "$UIW_ROOT/tests/system/lib.sh"
 source "$UIW_ROOT/tests/system/interop_lib.bash"
 interop_setup
@@ -40,4 +44,23 @@ unmapped_case uiw-rdonly-crc-kernel-copy "$UIW1_ADDR" rdonly
 unset UIW_APP_COPY
 uiw_set mpa_crc=N
 unmapped_case siw-unmap "$SIW0_ADDR" unmap
-echo "PASS: a peer writing into an unmapped or read-only registered region ends the connection, not the process"
+
+# source_case NAME [STATUS]: the client's Write from an unmapped source; STATUS, if given, is
+# the completion status its provider must report.
+source_case() {
+  term_pair "$1" "$UIW0_ADDR" "$UIW1_ADDR" $((port++)) write-unmapped
+  expect "$1-client" '^ok: source region unmapped' "$1: the client did not unmap its source"
+  expect "$1-client" "^ok: Write from an unmapped source completed in error \\(${2:-.*}\\)" \
+    "$1: the client's Write did not fail${2:+ with $2}"
+  expect "$1-server" '^ok: receive flushed$' "$1: the server's receive was not flushed"
+  log "PASS $1: client alive; $(sed -n 's/^ok: Write from an unmapped source completed in error //p' "$1-client.log")"
+}
+
+source_case uiw-source-unmap
+uiw_set mpa_crc=Y
+source_case uiw-source-unmap-crc "local protection error"
+export UIW_APP_COPY=kernel
+source_case uiw-source-unmap-crc-kernel-copy "local protection error"
+unset UIW_APP_COPY
+uiw_set mpa_crc=N
+echo "PASS: a peer writing into an unmapped or read-only registered region, or a local Write from an unmapped one, ends the connection, not the process"

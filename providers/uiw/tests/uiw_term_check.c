@@ -3,7 +3,7 @@
  * for the interop system tests (tests/system/interop_terminate.sh, tshark_*.sh).
  *
  *   uiw_term_check server BIND_ADDR PORT [unmap|rdonly]
- *   uiw_term_check client BIND_ADDR SERVER_ADDR PORT write|read|write-valid
+ *   uiw_term_check client BIND_ADDR SERVER_ADDR PORT write|read|write-valid|write-unmapped
  *
  * The server registers a 4 KiB buffer with remote read and write access, posts two receives
  * ("hello", then one left to be flushed) and accepts one connection, sending its buffer's
@@ -32,6 +32,12 @@
  *          process can no longer write: the server's provider must end the connection with a
  *          Terminate (its QP in ERR, the receive flushed) and the server process must live;
  *          the client's Read must complete in error.
+ *   write-unmapped: a 4 KiB RDMA Write with the right rkey from a 64 KiB mmap()ed region the
+ *          client registered and then munmap()ed (the MR still registered), then a Read. The
+ *          client's provider must fail the Write (with CRC on uiw reads the source for the CRC:
+ *          a local protection error and a Terminate; without, the kernel refuses to send it)
+ *          and the client process must live; the Read completes in error and both QPs reach
+ *          ERR.
  * On devices that report QP states (not siw: its query_qp reads RESET whatever the state, and
  * it flushes receives only once its QP reaches ERR, which may wait for the close) the server
  * asserts that its posted receive was flushed (IBV_WC_WR_FLUSH_ERR) and both sides that their
@@ -281,6 +287,37 @@ static void post_rdma(struct conn *c, enum ibv_wr_opcode op, uint64_t wr_id, uin
 	post_rdma_list(c, &one, 1);
 }
 
+/*
+ * A 4 KiB Write from a registered region that is no longer mapped, then a 64-byte Read into
+ * c->buf, in one list (as post_rdma_list, so the Read is queued before the Write fails).
+ */
+static void post_write_from_unmapped(struct conn *c, uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_sge sge[2];
+	struct ibv_send_wr wr[2], *bad;
+	struct ibv_mr *mr;
+	char *src;
+
+	src = mmap(NULL, TARGET_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(src != MAP_FAILED, "mmap");
+	memset(src, 0x3c, TARGET_LEN);
+	mr = ibv_reg_mr(c->pd, src, TARGET_LEN, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr, "ibv_reg_mr of the source region");
+	CHECK(munmap(src, TARGET_LEN) == 0, "munmap");
+	printf("ok: source region unmapped, MR 0x%x still registered\n", mr->lkey);
+	sge[0] = (struct ibv_sge){ .addr = (uintptr_t)src + 4096, .length = BUF_LEN,
+				   .lkey = mr->lkey };
+	sge[1] = (struct ibv_sge){ .addr = (uintptr_t)c->buf, .length = 64, .lkey = c->mr->lkey };
+	wr[0] = (struct ibv_send_wr){ .wr_id = WR_WRITE, .sg_list = &sge[0], .num_sge = 1,
+				      .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+				      .wr.rdma = { .remote_addr = raddr, .rkey = rkey },
+				      .next = &wr[1] };
+	wr[1] = (struct ibv_send_wr){ .wr_id = WR_READ, .sg_list = &sge[1], .num_sge = 1,
+				      .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED,
+				      .wr.rdma = { .remote_addr = raddr, .rkey = rkey } };
+	CHECK(ibv_post_send(c->id->qp, wr, &bad) == 0, "ibv_post_send of the Write and Read");
+}
+
 static int run_server(const char *bind_addr, const char *port, const char *how)
 {
 	struct conn c = {};
@@ -396,9 +433,10 @@ static int run_client(const char *bind_addr, const char *srv, const char *port, 
 	uint32_t rkey, bad_rkey;
 	enum ibv_wc_status st;
 	int read_mode = !strcmp(mode, "read"), valid = !strcmp(mode, "write-valid");
+	int unmapped = !strcmp(mode, "write-unmapped");
 
-	CHECK(read_mode || valid || !strcmp(mode, "write"),
-	      "mode must be write, read or write-valid, not %s", mode);
+	CHECK(read_mode || valid || unmapped || !strcmp(mode, "write"),
+	      "mode must be write, read, write-valid or write-unmapped, not %s", mode);
 	c.ch = rdma_create_event_channel();
 	CHECK(c.ch, "rdma_create_event_channel");
 	CHECK(rdma_create_id(c.ch, &c.id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
@@ -437,6 +475,12 @@ static int run_client(const char *bind_addr, const char *srv, const char *port, 
 	 */
 	if (read_mode) {
 		post_rdma(&c, IBV_WR_RDMA_READ, WR_READ, raddr, bad_rkey, 64, 0);
+	} else if (unmapped) {
+		post_write_from_unmapped(&c, raddr, rkey);
+		st = wait_wc(&c, WR_WRITE);
+		CHECK(st != IBV_WC_SUCCESS, "the Write from an unmapped source succeeded");
+		printf("ok: Write from an unmapped source completed in error (%s)\n",
+		       ibv_wc_status_str(st));
 	} else {
 		struct rdma_op ops[2] = {
 			{ IBV_WR_RDMA_WRITE, WR_WRITE, raddr, valid ? rkey : bad_rkey,
@@ -462,7 +506,8 @@ int main(int argc, char **argv)
 	if (argc == 6 && !strcmp(argv[1], "client"))
 		return run_client(argv[2], argv[3], argv[4], argv[5]);
 	fprintf(stderr, "usage: %s server BIND_ADDR PORT [unmap|rdonly]\n"
-			"       %s client BIND_ADDR SERVER_ADDR PORT write|read|write-valid\n",
+			"       %s client BIND_ADDR SERVER_ADDR PORT "
+			"write|read|write-valid|write-unmapped\n",
 		argv[0], argv[0]);
 	return 2;
 }
