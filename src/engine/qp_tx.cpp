@@ -6,6 +6,7 @@
 
 #include "engine/access_errors.h"
 #include "engine/qp.h"
+#include "memory/app_copy.h"
 #include "wire/bytes.h"
 
 namespace uiw::engine {
@@ -358,7 +359,9 @@ void Qp::build_rtr() {
 
 // After an error only the FPDU already partly on the wire may continue (cutting it would break
 // the framing the peer needs to read our Terminate). Its unsent rest is copied into the Qp so the
-// flushed work requests no longer reference user memory; unstarted FPDUs are dropped.
+// flushed work requests no longer reference user memory; unstarted FPDUs are dropped. The copy
+// is fault-safe: a source the application unmapped meanwhile leaves the FPDU cut short (the
+// peer then sees the stream end inside it), never a signal.
 void Qp::detach_tx() {
   tx_kind_ = TxKind::None;
   if (slots_used_ == 0) return;
@@ -366,11 +369,15 @@ void Qp::detach_tx() {
   tx_framer_->drop_after(h, h.remaining != h.bytes);
   std::vector<uint8_t> rest;
   if (h.remaining != h.bytes) {
-    rest.reserve(h.remaining);
+    rest.resize(h.remaining);
+    size_t at = 0;
     for (size_t i = 0; i < h.iov_count; ++i) {
       const iovec& v = tx_out_.iov[tx_out_.begin + i];
-      const auto* p = static_cast<const uint8_t*>(v.iov_base);
-      rest.insert(rest.end(), p, p + v.iov_len);
+      if (memory::copy_from_app(rest.data() + at, v.iov_base, v.iov_len) != 0) {
+        rest.clear();
+        break;
+      }
+      at += v.iov_len;
     }
   }
   slots_used_ = 0;

@@ -697,6 +697,31 @@ TEST_P(QpCraftedLocalSourceTest, WriteWhoseSecondSegmentIsUnmapped) {
   expect_local_protection_error();
 }
 
+// An error while an FPDU is partly on the wire keeps its unsent rest (copied out of the
+// application's memory, to finish the framing): a source unmapped meanwhile ends the stream
+// inside that FPDU instead of killing the process.
+TEST_P(QpCraftedLocalSourceTest, ErrorWithAPartlySentFpduFromAnUnmappedSource) {
+  post(WrOpcode::RdmaWrite, second_page(), 1000);
+  size_t total = 0;
+  for (const iovec& v : q.qp->tx_pending()) total += v.iov_len;
+  ASSERT_GT(total, 1000u);
+  q.qp->tx_commit(20);  // the headers and a little payload
+  ASSERT_EQ(munmap(map_ + kPage, kPage), 0);
+  wire::SegmentHeader h = send_hdr();  // the peer's Terminate ends the QP
+  h.rdmap_control = wire::rdmap_control(wire::Opcode::Terminate);
+  h.qn = wire::kQnTerminate;
+  wire::TerminateMessage t{};
+  t.cause = {TermLayer::Rdma, term::kRdmaRemoteOperation, term::kCatastrophicStream};
+  std::vector<uint8_t> body(wire::terminate_size(t));
+  wire::encode_terminate(body, t);
+  feed(h, body);
+  EXPECT_EQ(q.qp->state(), QpState::Error);
+  EXPECT_TRUE(q.qp->tx_pending().empty());
+  const auto sc = q.poll_send();
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].status, WcStatus::WrFlushErr);
+}
+
 INSTANTIATE_TEST_SUITE_P(CrcOnOff, QpCraftedLocalSourceTest, testing::Bool(),
                          [](const testing::TestParamInfo<bool>& i) {
                            return i.param ? "Crc" : "NoCrc";
