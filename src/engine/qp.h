@@ -111,6 +111,11 @@ class Qp final : private SegmentRx {
   // ---- lower-layer side: transmit
   std::span<const iovec> tx_pending();
   void tx_commit(size_t n);
+  // The lower layer could not read the next octets to send (EFAULT: a source page the
+  // application unmapped after posting). The frame may be partly on the wire, so nothing can
+  // follow it: the work request it belongs to completes with a local protection error and the
+  // connection fails as for rx_error.
+  void tx_fault();
   bool tx_idle() const { return slots_used_ == 0; }
   // True once the Qp wants its sending side shut (graceful close or Terminate delivered).
   bool tx_want_shutdown() const { return want_shutdown_; }
@@ -165,7 +170,8 @@ class Qp final : private SegmentRx {
   enum class SlotDone : uint8_t { None, SqEntry, Terminate };
   struct TxSlot : TxFrame {
     SlotDone done;
-    uint32_t index;  // SQ index for SlotDone::SqEntry
+    uint32_t index;        // SQ index of the work request whose segment this is (from_sq)
+    bool from_sq = false;  // a Send's or Write's segment: its payload is the application's
   };
   enum class TxKind : uint8_t { None, Sq, Irq };
   // The DDP segment being received: its control octets, the rest of its headers, its payload;

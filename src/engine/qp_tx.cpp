@@ -2,6 +2,7 @@
 // segment is framed by the connection's framer (framer.h) into iovecs that reference payload in
 // place.
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "engine/access_errors.h"
@@ -69,6 +70,18 @@ void Qp::tx_commit(size_t n) {
     --slots_used_;
   }
   if (slots_used_ == 0) tx_out_.begin = tx_out_.end = 0;
+}
+
+void Qp::tx_fault() {
+  if (state_ == QpState::Error) return;
+  if (slots_used_ > 0 && slots_[slot_head_].from_sq) {
+    SqEntry& e = sq_at(slots_[slot_head_].index);
+    if (e.st != SqSt::Done) {
+      e.status = WcStatus::LocProtErr;
+      e.st = SqSt::Done;  // kept by the flush that follows
+    }
+  }
+  rx_error(EFAULT);
 }
 
 void Qp::fill_tx() {
@@ -142,6 +155,7 @@ Qp::TxSlot& Qp::begin_slot(SlotDone done, uint32_t index) {
   s.iov_count = 0;
   s.done = done;
   s.index = index;
+  s.from_sq = false;
   tx_framer_->begin(s);
   return s;
 }
@@ -224,6 +238,7 @@ void Qp::build_data_segment(SqEntry& e, wire::SegmentHeader& h, size_t room) {
   const uint64_t chunk = std::min<uint64_t>(total - tx_offset_, room);
   h.last = tx_offset_ + chunk == total;
   TxSlot& s = begin_slot(h.last ? SlotDone::SqEntry : SlotDone::None, sq_tx_);
+  s.from_sq = true;
   const size_t hlen = wire::encode_segment_header(s.hdr + kFramePrefix, h);
   const size_t ulpdu = hlen + chunk;
   tx_framer_->add_header(s, hlen, ulpdu);
@@ -387,6 +402,7 @@ void Qp::detach_tx() {
   detached_.swap(rest);
   ++slots_used_;
   h.done = SlotDone::None;
+  h.from_sq = false;  // the rest is the Qp's own copy now
   h.iov_count = 1;
   h.remaining = h.bytes = detached_.size();
   tx_out_.iov[tx_out_.end++] = {detached_.data(), detached_.size()};

@@ -121,7 +121,11 @@ bool Connection::transmit() {
       break;
     }
     if (r.status != IoStatus::Ok) {
-      if (!rx_closed_) qp_->rx_error(r.err);
+      // EFAULT: the kernel could not read a source page (unmapped since the WR was posted).
+      if (!rx_closed_ && r.status == IoStatus::Error && r.err == EFAULT)
+        qp_->tx_fault();
+      else if (!rx_closed_)
+        qp_->rx_error(r.err);
       rx_closed_ = true;
       tx_shut_ = true;
       return true;

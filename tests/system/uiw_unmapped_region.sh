@@ -13,8 +13,8 @@
 # memcpy, and with UIW_APP_COPY=kernel by process_vm_writev), munmap and read-only; and a siw0
 # client (munmap, CRC off).
 # Then the local side: a uiw1 client Writes from a region it registered and munmap()ed (write-
-# unmapped): its process must live and the Write complete in error (with CRC on: local
-# protection error, the source read for the CRC fault-safely; off: the kernel refuses the send),
+# unmapped): its process must live and the Write complete with a local protection error (CRC
+# on: the source read for the CRC fault-safely; off: the kernel's sendmsg refuses it, EFAULT),
 # the server's QP must reach ERR with its receive flushed.
 source "$UIW_ROOT/tests/system/lib.sh"
 source "$UIW_ROOT/tests/system/interop_lib.bash"
@@ -56,7 +56,7 @@ source_case() {
   log "PASS $1: client alive; $(sed -n 's/^ok: Write from an unmapped source completed in error //p' "$1-client.log")"
 }
 
-source_case uiw-source-unmap
+source_case uiw-source-unmap "local protection error"
 uiw_set mpa_crc=Y
 source_case uiw-source-unmap-crc "local protection error"
 export UIW_APP_COPY=kernel

@@ -34,10 +34,9 @@
  *          the client's Read must complete in error.
  *   write-unmapped: a 4 KiB RDMA Write with the right rkey from a 64 KiB mmap()ed region the
  *          client registered and then munmap()ed (the MR still registered), then a Read. The
- *          client's provider must fail the Write (with CRC on uiw reads the source for the CRC:
- *          a local protection error and a Terminate; without, the kernel refuses to send it)
- *          and the client process must live; the Read completes in error and both QPs reach
- *          ERR.
+ *          client's provider must fail the Write (uiw: with CRC it reads the source for the CRC
+ *          and sends a Terminate; without, the kernel refuses to send it) and the client
+ *          process must live; the Read completes in error and both QPs reach ERR.
  * On devices that report QP states (not siw: its query_qp reads RESET whatever the state, and
  * it flushes receives only once its QP reaches ERR, which may wait for the close) the server
  * asserts that its posted receive was flushed (IBV_WC_WR_FLUSH_ERR) and both sides that their

@@ -722,6 +722,21 @@ TEST_P(QpCraftedLocalSourceTest, ErrorWithAPartlySentFpduFromAnUnmappedSource) {
   EXPECT_EQ(sc[0].status, WcStatus::WrFlushErr);
 }
 
+// The lower layer could not read the source (the kernel's EFAULT): the Write it belongs to
+// completes with a local protection error, the rest is flushed.
+TEST_P(QpCraftedLocalSourceTest, TransmitFaultIsALocalProtectionError) {
+  post(WrOpcode::RdmaWrite, second_page(), 1000);
+  post(WrOpcode::Send, reinterpret_cast<uint64_t>(map_), 8);
+  ASSERT_FALSE(q.qp->tx_pending().empty());
+  q.qp->tx_commit(10);
+  q.qp->tx_fault();
+  EXPECT_EQ(q.qp->state(), QpState::Error);
+  const auto sc = q.poll_send();
+  ASSERT_EQ(sc.size(), 2u);
+  EXPECT_EQ(sc[0].status, WcStatus::LocProtErr);
+  EXPECT_EQ(sc[1].status, WcStatus::WrFlushErr);
+}
+
 INSTANTIATE_TEST_SUITE_P(CrcOnOff, QpCraftedLocalSourceTest, testing::Bool(),
                          [](const testing::TestParamInfo<bool>& i) {
                            return i.param ? "Crc" : "NoCrc";

@@ -6,6 +6,8 @@
 #include "runtime/connection.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -83,6 +85,45 @@ TEST(ConnectionTest, AFailedWriteAfterThePeersEofEndsTransmitting) {
   const auto sc = a.poll_send();
   ASSERT_EQ(sc.size(), 1u);
   EXPECT_EQ(sc[0].status, WcStatus::WrFlushErr);
+}
+
+// The kernel refuses to send a Write whose source the application unmapped after posting
+// (EFAULT; without CRC uiw never reads a large payload itself): the Write completes with a local
+// protection error, not a flush, and the connection fails.
+TEST(ConnectionTest, AnUnreadableSourceIsALocalProtectionError) {
+  using namespace engine;
+  test::Side a(1);
+  ConnParams p;
+  p.initiator = true;
+  p.crc = false;
+  a.qp->start(p);
+  int sp[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
+  runtime::Connection c(a.qp.get(), std::make_unique<TcpStream>(sp[0]));
+
+  constexpr size_t kLen = 64 << 10;
+  auto* src = static_cast<uint8_t*>(
+      mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(src, MAP_FAILED);
+  int err = 0;
+  const memory::Stag lkey =
+      a.reg.register_region(a.pd, src, kLen, reinterpret_cast<uint64_t>(src), 0, &err);
+  ASSERT_NE(lkey, 0u);
+  SendWr w;
+  w.wr_id = 7;
+  w.opcode = WrOpcode::RdmaWrite;
+  w.num_sge = 1;
+  w.sg_list[0] = {reinterpret_cast<uint64_t>(src), 4096, lkey};
+  w.remote_stag = 0x1234;
+  ASSERT_EQ(munmap(src, kLen), 0);
+  ASSERT_EQ(a.qp->post_send(w), 0);
+  for (int pass = 0; pass < 100 && a.qp->state() != QpState::Error; ++pass) c.progress();
+  EXPECT_EQ(a.qp->state(), QpState::Error);
+  const auto sc = a.poll_send();
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].wr_id, 7u);
+  EXPECT_EQ(sc[0].status, WcStatus::LocProtErr);
+  close(sp[1]);
 }
 
 // Reads hand out at most `chunk` bytes of `data` at a time, as TCP over loopback hands over at
