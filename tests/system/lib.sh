@@ -326,20 +326,20 @@ pair_exits_ok() {
 
 # perftest_run TOOL DEV ADDR PORT SIZE ITERS [ARGS...]: a perftest bandwidth TOOL (ib_write_bw,
 # ib_send_bw, ib_read_bw) connected with rdma_cm (-R, which iWARP requires): server on DEV, the
-# client on DEV connecting to ADDR:PORT. Both must exit 0, name DEV and report SIZE x ITERS with
-# an average > 0. Logs: server.log, client.log; sets BW to the client's average (MB/s).
+# client on DEV connecting to ADDR:PORT, as a perftest_pair named TOOL (a clock calibration
+# failure reruns it once on PORT + 1). Both must exit 0, name DEV and report SIZE x ITERS with
+# an average > 0. Logs: TOOL-server.log, TOOL-client.log; sets BW to the client's average (MB/s).
 perftest_run() {
   local tool=$1 dev=$2 addr=$3 port=$4 size=$5 iters=$6 side
   shift 6
-  local args=(-R -d "$dev" -p "$port" -s "$size" -n "$iters" "$@")
-  syn_waits_for_listener "$port" "$port"
-  start_bg server "$tool" "${args[@]}"
-  wait_cm_listen "$port"
-  run_fg client 180 "$tool" "${args[@]}" "$addr"
-  wait_bg server 30
+  local args=(-R -d "$dev" -p @PORT@ -s "$size" -n "$iters" "$@")
+  syn_waits_for_listener "$port" $((port + ${PAIR_RERUN_OFFSET:-1}))
+  PAIR_CLIENT_SECS=180 perftest_pair "$tool" wait_cm_listen "$port" "$tool" "${args[@]}" -- \
+    "$tool" "${args[@]}" "$addr"
+  pair_exits_ok "$tool"
   for side in server client; do
-    expect $side "Device +: $dev( |$)" "$side did not use $dev"
-    perftest_bw $side "$size" "$iters" >/dev/null
+    expect "$tool-$side" "Device +: $dev( |$)" "$side did not use $dev"
+    perftest_bw "$tool-$side" "$size" "$iters" >/dev/null
   done
 }
 

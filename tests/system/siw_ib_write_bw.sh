@@ -5,6 +5,6 @@
 source "$UIW_ROOT/tests/system/lib.sh"
 
 perftest_run ib_write_bw "$SIW0_DEV" "$SIW0_ADDR" 18515 65536 1000
-expect client 'Transport type : IW' "the client did not run over iWARP"
-expect server 'Transport type : IW' "the server did not run over iWARP"
+expect ib_write_bw-client 'Transport type : IW' "the client did not run over iWARP"
+expect ib_write_bw-server 'Transport type : IW' "the server did not run over iWARP"
 log "ib_write_bw over $SIW0_DEV: $BW MB/s average"
