@@ -213,7 +213,7 @@ class Qp final : private SegmentRx {
   void build_write_segment(SqEntry& e);
   void build_send_segment(SqEntry& e);
   void build_data_segment(SqEntry& e, wire::SegmentHeader& h, size_t room);
-  void fail_unreadable_source(SqEntry& e, TxSlot& s);
+  void end_message_in_error(SqEntry& e);
   bool build_irq_segment();
   void build_terminate();
   void build_rtr();

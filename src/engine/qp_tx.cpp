@@ -121,11 +121,7 @@ bool Qp::build_next_fpdu() {
     } else if (sq_tx_ != sq_tail_) {
       SqEntry& e = sq_at(sq_tx_);
       if (e.status != WcStatus::Success) {
-        // RDMAP §7.1 item 21: an error found while creating a message sends a Terminate
-        // instead of the message, with no copied headers.
-        e.st = SqSt::Done;
-        ++sq_tx_;
-        set_terminate({wire::TermLayer::Rdma, wire::term::kRdmaLocalCatastrophic, 0}, false);
+        end_message_in_error(e);
         return true;
       }
       // IBV_SEND_FENCE: wait for every earlier Read (RDMAP §5.5 rule 12's ULP fence).
@@ -246,7 +242,11 @@ void Qp::build_data_segment(SqEntry& e, wire::SegmentHeader& h, size_t room) {
     const ResolvedSge piece = e.sgl.at(tx_offset_ + done);
     const size_t k = std::min<uint64_t>(piece.len, chunk - done);
     if (!tx_framer_->add_payload(s, piece.ptr, k, true)) {
-      fail_unreadable_source(e, s);
+      // A page of the source could not be read: registration pins nothing, so the
+      // application may unmap a posted buffer.
+      unbuild_slot(s);
+      e.status = WcStatus::LocProtErr;
+      end_message_in_error(e);
       return;
     }
     done += k;
@@ -259,13 +259,9 @@ void Qp::build_data_segment(SqEntry& e, wire::SegmentHeader& h, size_t room) {
   }
 }
 
-// A page of the local source could not be read: registration pins nothing, so the application
-// may unmap a posted buffer. The work request completes with a local protection error and, as
-// for any error found while creating a message (RDMAP §7.1 item 21), a Terminate goes out
-// instead of the segment, without copied headers.
-void Qp::fail_unreadable_source(SqEntry& e, TxSlot& s) {
-  unbuild_slot(s);
-  e.status = WcStatus::LocProtErr;
+// RDMAP §7.1 item 21: an error found while creating a message (e.status) sends a Terminate
+// instead of the message, with no copied headers; the work request keeps its status.
+void Qp::end_message_in_error(SqEntry& e) {
   e.st = SqSt::Done;  // kept by the flush that follows
   ++sq_tx_;
   tx_kind_ = TxKind::None;

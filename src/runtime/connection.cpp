@@ -122,10 +122,7 @@ bool Connection::transmit() {
     }
     if (r.status != IoStatus::Ok) {
       // EFAULT: the kernel could not read a source page (unmapped since the WR was posted).
-      if (!rx_closed_ && r.status == IoStatus::Error && r.err == EFAULT)
-        qp_->tx_fault();
-      else if (!rx_closed_)
-        qp_->rx_error(r.err);
+      if (!rx_closed_) r.err == EFAULT ? qp_->tx_fault() : qp_->rx_error(r.err);
       rx_closed_ = true;
       tx_shut_ = true;
       return true;

@@ -653,6 +653,12 @@ class QpCraftedLocalSourceTest : public QpCraftedFaultTest {
     w.remote_addr = 0x10000;
     ASSERT_EQ(q.qp->post_send(w), 0);
   }
+  // The octets the Qp hands the LLP now (building them, not reading them).
+  size_t pending_octets() {
+    size_t total = 0;
+    for (const iovec& v : q.qp->tx_pending()) total += v.iov_len;
+    return total;
+  }
   void expect_local_protection_error() {
     const auto sc = q.poll_send();
     ASSERT_EQ(sc.size(), 1u);
@@ -673,9 +679,7 @@ TEST_P(QpCraftedLocalSourceTest, WriteFromUnmappedSource) {
   ASSERT_EQ(munmap(map_ + kPage, kPage), 0);
   if (!crc_) {
     // The FPDU references the source; the kernel refuses it (see the Read test above).
-    size_t total = 0;
-    for (const iovec& v : q.qp->tx_pending()) total += v.iov_len;
-    EXPECT_GT(total, 1000u);
+    EXPECT_GT(pending_octets(), 1000u);
     return;
   }
   expect({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0}, false);
@@ -688,9 +692,7 @@ TEST_P(QpCraftedLocalSourceTest, WriteWhoseSecondSegmentIsUnmapped) {
   post(WrOpcode::RdmaWrite, second_page() - 1000, 2000);  // two segments (MULPDU 1448)
   ASSERT_EQ(munmap(map_ + kPage, kPage), 0);
   if (!crc_) {
-    size_t total = 0;  // both segments reference the source, for the kernel to refuse
-    for (const iovec& v : q.qp->tx_pending()) total += v.iov_len;
-    EXPECT_GT(total, 2000u);
+    EXPECT_GT(pending_octets(), 2000u);  // both segments reference the source, for the kernel
     return;
   }
   expect({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0}, false);
@@ -702,9 +704,7 @@ TEST_P(QpCraftedLocalSourceTest, WriteWhoseSecondSegmentIsUnmapped) {
 // inside that FPDU instead of killing the process.
 TEST_P(QpCraftedLocalSourceTest, ErrorWithAPartlySentFpduFromAnUnmappedSource) {
   post(WrOpcode::RdmaWrite, second_page(), 1000);
-  size_t total = 0;
-  for (const iovec& v : q.qp->tx_pending()) total += v.iov_len;
-  ASSERT_GT(total, 1000u);
+  ASSERT_GT(pending_octets(), 1000u);
   q.qp->tx_commit(20);  // the headers and a little payload
   ASSERT_EQ(munmap(map_ + kPage, kPage), 0);
   wire::SegmentHeader h = send_hdr();  // the peer's Terminate ends the QP
