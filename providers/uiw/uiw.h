@@ -64,9 +64,10 @@ struct Cq : ibv_cq_ex {
   Cq() : ibv_cq_ex{} {}
   std::unique_ptr<engine::CompletionQueue> cq;
   ibv_wc cur{};  // the completion start_poll/next_poll returned, for the read_* functions
-  // The QPs completing here: an empty poll drives their connections inline (busy-poll), so a
-  // polling application makes progress itself instead of waiting for the progress thread's
-  // next time slice. Lock order: qps_mu before any QueuePair mutex.
+  // The QPs completing here: an empty poll drives the connections the progress thread left to
+  // it (busy-poll, runtime/progress.h), so a polling application reads its peer's bytes itself
+  // instead of waiting for the progress thread's next time slice. Lock order: qps_mu before
+  // any QueuePair mutex.
   std::mutex qps_mu;
   std::vector<Qp*> qps;
   std::atomic<bool> overrun_reported{false};  // IBV_EVENT_CQ_ERR is raised once

@@ -107,6 +107,7 @@ int Qp::post_send(const SendWr& wr) {
   }
   if (st == QpState::Closing) return -EINVAL;  // RFC 5041 §6.2.1: no new transfers
   if (const int rc = fill_sq_entry(wr)) return rc;
+  if (tx_op(wr.opcode).outbound_read) sq_reads_.fetch_add(1);
   sq_tail_.fetch_add(1);
   return 0;
 }
@@ -116,6 +117,7 @@ int Qp::post_send_concurrent(const SendWr& wr) {
   const QpState st = state_;
   if (st != QpState::Idle && st != QpState::Rts) return -EAGAIN;
   if (const int rc = fill_sq_entry(wr)) return rc;
+  if (tx_op(wr.opcode).outbound_read) sq_reads_.fetch_add(1);
   sq_tail_.fetch_add(1);  // publishes the entry (seq_cst, before the state is read again)
   const QpState now = state_;
   return now == QpState::Error || now == QpState::Terminate ? -ECANCELED : 0;
@@ -262,6 +264,7 @@ void Qp::complete_sq() {
       if (c.status == WcStatus::Success || op.outbound_read)
         c.byte_len = static_cast<uint32_t>(e.sgl.total);
     }
+    if (tx_op(e.wr.opcode).outbound_read) sq_reads_.fetch_sub(1, std::memory_order_relaxed);
     sq_head_.fetch_add(1, std::memory_order_release);  // e may be reused from here on
     if (report) push_cqe(cfg_.send_cq, c);
   }

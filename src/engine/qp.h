@@ -82,6 +82,12 @@ class Qp final : private SegmentRx {
     return sq_tail_.load(std::memory_order_relaxed) != sq_head_.load(std::memory_order_relaxed) ||
            (cfg_.rq && cfg_.rq->size() > 0);
   }
+  // A completion is still to come that only the peer's bytes can bring: a posted receive, or a
+  // Read awaiting its response (from any thread). A Send or Write completes once the LLP took
+  // it (RFC 5040 §5.3 and §5.1: iWARP completes the Data Source's WR locally).
+  bool awaits_inbound() const {
+    return sq_reads_.load(std::memory_order_relaxed) > 0 || (cfg_.rq && cfg_.rq->size() > 0);
+  }
   uint32_t qp_num() const { return cfg_.qp_num; }
   const ConnParams& params() const { return params_; }
   const QpStats& stats() const { return stats_; }
@@ -274,6 +280,9 @@ class Qp final : private SegmentRx {
   // sq_tail_ moves only by posting (publishes an entry), sq_head_ only by completion (frees
   // one): a lock-free poster and the lock holder share the ring through them.
   std::atomic<uint32_t> sq_head_ = 0, sq_tail_ = 0;
+  // Reads in [sq_head_, sq_tail_): counted up before an entry is published, down before it is
+  // freed, so it never reads low for a Read still posted.
+  std::atomic<uint32_t> sq_reads_ = 0;
   uint32_t sq_tx_ = 0;
   std::vector<uint32_t> orq_;  // SQ indices of Reads awaiting their response, in order
   size_t orq_head_ = 0, orq_count_ = 0;

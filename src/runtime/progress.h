@@ -9,17 +9,20 @@
 // its receive side is still open (the FIN came with data, and the short read that took the
 // data did not show it). Idle connections cost nothing.
 //
-// An application thread that busy-polls a CQ reads its QPs' sockets itself (QueuePair::drive
-// from an empty poll). Waking this thread for the same bytes only makes the two fight for the
-// QP and, when the CPUs are busy with the pollers, costs a context switch per message that
-// preempts one of them (measured in a 2-vCPU VM: ib_send_lat 8 B 206-305 us with, 60-70 us
-// without). So a QP that awaits a completion and that an application polled within the poller
-// grace is muted (QueuePair::muted): its socket's readability no longer wakes this thread, its
-// write edges and kicks get transmit-only passes. This thread checks every grace period and
-// unmutes the QP once nobody polled it for that long or it awaits nothing; at once on a hangup,
-// unpoll, or a poll that took its last awaited completion (QueuePair::handback). A poller that
-// stops polling a QP that still awaits a completion, without arming its CQ (it spins on memory
-// for a Write), waits at most one grace period for this thread to take over.
+// An application thread that busy-polls a CQ for a completion only the peer's bytes bring (a
+// posted receive, an unanswered Read: engine::Qp::awaits_inbound) reads its QPs' sockets itself
+// (QueuePair::drive from an empty poll). Waking this thread for the same bytes only makes the
+// two fight for the QP and, when the CPUs are busy with the pollers, costs a context switch per
+// message that preempts one of them (measured in a 2-vCPU VM: ib_send_lat 8 B 206-305 us with,
+// 60-70 us without). So such a QP, polled within the poller grace, is muted
+// (QueuePair::muted): its socket's readability no longer wakes this thread, its write edges and
+// kicks get transmit-only passes. Until this thread muted it, a poll does not read it (this
+// thread does), and a poll for Send and Write completions (complete once the socket took them)
+// never does: its empty polls make no system call. This thread checks every grace period and
+// unmutes the QP once nobody polled it for that long or it awaits nothing more; at once on a
+// hangup, unpoll, or a poll that took its last awaited completion (QueuePair::handback). A
+// poller that stops polling a QP that still awaits a completion, without arming its CQ (it
+// spins on memory for a Write), waits at most one grace period for this thread to take over.
 #pragma once
 
 #include <atomic>

@@ -76,7 +76,10 @@ QueuePair::PassResult QueuePair::transmit_pass() {
 
 bool QueuePair::drive(bool posted) {
   if (link() != Link::Up) return false;
-  if (!posted) polled_at_ns_.store(steady_ns(), std::memory_order_relaxed);
+  if (!posted) {
+    polled_at_ns_.store(steady_ns(), std::memory_order_relaxed);
+    if (progress_ && !muted()) return false;
+  }
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) {
     // What was just posted is then not left waiting for a readiness edge.

@@ -72,20 +72,25 @@ class QueuePair {
   // the bytes. After posting (posted), only the transmit half runs here (the send goes out in
   // the poster's sendmsg), and if another thread holds the QP it may be past its transmit
   // step, so the Progress thread's doorbell is rung for one more pass; a poller needs none
-  // (what arrives raises a readiness edge of its own). True if bytes moved here.
+  // (what arrives raises a readiness edge of its own). A poller's pass (!posted) of a QP with
+  // a Progress thread runs only once Progress muted the QP for it: until then that thread
+  // reads and transmits for it, and an empty poll costs no system call (a Write or Send
+  // completes when the socket took it, so a poller waiting for those has nothing to read).
+  // True if bytes moved here.
   bool drive(bool posted);
   // A poller's drive(false) marks the time (steady clock, ns). Progress mutes a QP polled
-  // within its grace that awaits a completion (the poller waits for it and reads the bytes
-  // that bring it). unpoll(): the poller is leaving (it will sleep on a completion event).
-  // handback(): after a poll that found completions; a muted QP that awaits none goes back to
-  // Progress at once (its application may now spin on memory for a Write, polling nothing).
+  // within its grace that awaits a completion only the peer's bytes bring (engine::Qp::
+  // awaits_inbound: the poller waits for it and reads those bytes). unpoll(): the poller is
+  // leaving (it will sleep on a completion event). handback(): after a poll that found
+  // completions; a muted QP that awaits no more goes back to Progress at once (its application
+  // may now spin on memory for a Write, polling nothing).
   bool polled_since(int64_t ns) const {
     return polled_at_ns_.load(std::memory_order_relaxed) >= ns;
   }
-  bool mutable_now(int64_t ns) const { return polled_since(ns) && qp_.awaits_completion(); }
+  bool mutable_now(int64_t ns) const { return polled_since(ns) && qp_.awaits_inbound(); }
   void unpoll();
   void handback() {
-    if (muted() && !qp_.awaits_completion()) unpoll();
+    if (muted() && !qp_.awaits_inbound()) unpoll();
   }
   // Progress does not wake for its readability (runtime/progress.h).
   bool muted() const { return muted_.load(std::memory_order_relaxed); }
@@ -123,10 +128,11 @@ class QueuePair {
 // An application's poll of a CQ, as ibv_poll_cq runs it over the QueuePairs that complete
 // into it. take() takes what the CQ holds (at most what the caller asked for) and returns how
 // many; each_qp(f) calls f(QueuePair&) for every QP of the CQ (under whatever keeps that set
-// stable). Found nothing: one pass over the QPs in this thread (drive(false), which also marks
-// them polled, so Progress leaves their reading to this poller while they await a
-// completion), and a second look if bytes moved. Found something: each QP that awaits nothing
-// more goes back to Progress (handback). One rule for the provider and the host endpoint.
+// stable). Found nothing: one pass over the QPs in this thread (drive(false): it marks them
+// polled, so Progress leaves their reading to this poller while they await a completion the
+// peer's bytes bring, and reads those Progress left to it), and a second look if bytes moved. Found
+// something: each QP that awaits nothing more goes back to Progress (handback). One rule for the
+// provider and the host endpoint.
 template <typename Take, typename EachQp>
 size_t poll_driving(Take&& take, EachQp&& each_qp) {
   size_t n = take();

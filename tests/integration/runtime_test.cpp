@@ -126,10 +126,10 @@ TEST(RuntimeTest, AStreamingPeerDoesNotStallTeardownOfOtherQps) {
   p.client[0]->queue_pair().abort();  // nothing is sent from the Streamer's buffer any more
 }
 
-// An endpoint's poll is ibv_poll_cq's: with a Progress thread, an empty poll still moves the
-// bytes in the polling thread and marks the QP polled (so Progress leaves its reads to this
-// poller while it awaits a completion, runtime/progress.h); the poll that finds the completion
-// hands the QP back. (Before, the endpoint only polled the CQ, so the host benchmark's
+// An endpoint's poll is ibv_poll_cq's: with a Progress thread, an empty poll marks the QP
+// polled (so Progress leaves its reads to this poller while it awaits a receive,
+// runtime/progress.h) and then moves the bytes in the polling thread; the poll that finds the
+// completion hands the QP back. (Before, the endpoint only polled the CQ, so the host benchmark's
 // progress mode never showed what the provider does.)
 TEST(RuntimeTest, AnEmptyPollMovesTheBytesAndMarksTheQpPolled) {
   std::vector<uint8_t> in(64), out(64);

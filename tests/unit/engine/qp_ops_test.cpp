@@ -226,6 +226,59 @@ TEST_P(QpOpsTest, ZeroLengthWriteAndReadWithBogusStags) {
   EXPECT_EQ(b.qp->state(), QpState::Rts);
 }
 
+// Only a posted receive or a Read still unanswered waits for the peer's bytes: a Write or a
+// Send completes once it was handed to the lower layer. (The runtime leaves an application that
+// polls for the others nothing to read.)
+TEST(QpAwaitsTest, OnlyReceivesAndReadsAwaitThePeersBytes) {
+  Side a(1), b(2);
+  Pump pump{a, b};
+  ConnParams p;
+  p.ord = p.ird = 8;
+  connect(a, b, p);
+  std::vector<uint8_t> src(64, 7), remote(64, 9), sink(64), in(64);
+  const memory::Stag sk = a.reg_mr(src, 0), lk = a.reg_mr(sink, kLocalWrite);
+  const memory::Stag rk = b.reg_mr(remote, kLocalWrite | kRemoteRead | kRemoteWrite);
+  EXPECT_FALSE(a.qp->awaits_inbound());
+
+  SendWr w;
+  w.opcode = WrOpcode::RdmaWrite;
+  w.flags = kSendSignaled;
+  w.num_sge = 1;
+  w.sg_list[0] = sge_of(src, sk);
+  w.remote_stag = rk;
+  w.remote_addr = reinterpret_cast<uint64_t>(remote.data());
+  ASSERT_EQ(a.qp->post_send(w), 0);
+  EXPECT_TRUE(a.qp->awaits_completion());
+  EXPECT_FALSE(a.qp->awaits_inbound());
+  pump.run();
+  const std::vector<Completion> wc = a.poll_send();
+  ASSERT_EQ(wc.size(), 1u);
+  ASSERT_EQ(wc[0].status, WcStatus::Success);
+
+  SendWr r = w;
+  r.opcode = WrOpcode::RdmaRead;
+  r.sg_list[0] = sge_of(sink, lk);
+  ASSERT_EQ(a.qp->post_send(r), 0);
+  ASSERT_EQ(a.qp->post_send(w), 0);
+  EXPECT_TRUE(a.qp->awaits_inbound());
+  pump.run();
+  EXPECT_EQ(a.poll_send().size(), 2u);
+  EXPECT_FALSE(a.qp->awaits_inbound()) << "the answered Read is still counted";
+
+  ASSERT_EQ(a.qp->post_send(r), 0);
+  a.qp->abort();  // flushed, never answered
+  EXPECT_EQ(a.poll_send().size(), 1u);
+  EXPECT_FALSE(a.qp->awaits_inbound()) << "the flushed Read is still counted";
+
+  Side c(3), d(4);
+  connect(c, d, p);
+  RecvWr rv;
+  rv.num_sge = 1;
+  rv.sg_list[0] = sge_of(in, c.reg_mr(in, kLocalWrite));
+  ASSERT_EQ(c.qp->post_recv(rv), 0);
+  EXPECT_TRUE(c.qp->awaits_inbound());
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Modes, QpOpsTest,
     testing::Values(Mode{true, false, false, 1448, SIZE_MAX},

@@ -254,6 +254,25 @@ bool becomes(const volatile uint8_t* p, uint8_t v, std::chrono::milliseconds lim
   return true;
 }
 
+// A TCP stream that counts its reads (from whichever thread makes them).
+class CountedTcpStream final : public transport::ByteStream {
+ public:
+  explicit CountedTcpStream(int fd) : tcp_(fd) {}
+  transport::IoResult readv(const iovec* iov, int n) override {
+    reads.fetch_add(1);
+    return tcp_.readv(iov, n);
+  }
+  transport::IoResult writev(const iovec* iov, int n) override { return tcp_.writev(iov, n); }
+  int fd() const override { return tcp_.fd(); }
+  void shutdown_write() override { tcp_.shutdown_write(); }
+  void abort() override { tcp_.abort(); }
+  uint32_t emss() const override { return tcp_.emss(); }
+  std::atomic<int> reads{0};
+
+ private:
+  transport::TcpStream tcp_;
+};
+
 // A QP of a Progress thread with a 300 ms poller grace, over loopback TCP, whose peer sends
 // 64-byte RDMA Writes into `region`.
 struct PolledQp {
@@ -265,6 +284,7 @@ struct PolledQp {
   memory::Stag k = side.reg_mr(region, memory::kLocalWrite | memory::kRemoteWrite);
   QueuePair qp{config_of(side, 9)};
   const volatile uint8_t* first = region.data();
+  CountedTcpStream* stream = nullptr;  // Owned by qp's Connection.
 
   explicit PolledQp(bool with_recv, const ProgressKnobs& knobs = ProgressKnobs{kGrace}) : p(knobs) {
     uint16_t port = 0;
@@ -275,7 +295,9 @@ struct PolledQp {
     engine::ConnParams params;
     params.initiator = true;
     params.crc = false;  // as write_fpdu encodes it
-    EXPECT_EQ(qp.attach(std::make_unique<transport::TcpStream>(fd), params, &p), 0);
+    auto s = std::make_unique<CountedTcpStream>(fd);
+    stream = s.get();
+    EXPECT_EQ(qp.attach(std::move(s), params, &p), 0);
     if (!with_recv) return;
     engine::RecvWr r;
     r.num_sge = 1;
@@ -342,6 +364,38 @@ TEST(ProgressTest, APolledQpThatAwaitsNoCompletionIsServed) {
   t.send_write(0x44);
   EXPECT_TRUE(becomes(t.first, 0x44, 2000ms));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, PolledQp::kGrace / 2) << "it was muted";
+}
+
+// An empty poll reads only a QP that Progress muted for its poller, one that awaits a
+// completion only the peer's bytes bring. Otherwise the thread reads for it, and the poll
+// costs no system call: a poller waiting for its Sends and Writes (ib_write_bw's client)
+// would only find the socket empty, in a loop beside the thread that does the work.
+TEST(ProgressTest, AnEmptyPollReadsOnlyAQpMutedForIt) {
+  PolledQp t(false);
+  t.send_write(0x55);
+  ASSERT_TRUE(becomes(t.first, 0x55, 2000ms));
+  t.pass_ended();
+  const int before = t.stream->reads.load();
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(t.qp.drive(false));
+  EXPECT_EQ(t.stream->reads.load(), before) << "empty polls of a QP awaiting nothing read";
+  EXPECT_FALSE(t.qp.muted());
+
+  // A posted receive: the next edge mutes the QP, and the poll reads what raised it.
+  engine::RecvWr r;
+  r.num_sge = 1;
+  r.sg_list[0] = engine::test::sge_of(t.sink, t.side.reg_mr(t.sink, memory::kLocalWrite));
+  ASSERT_EQ(t.qp.post_recv(r), 0);
+  t.qp.drive(false);
+  t.send_write(0x66);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!t.qp.muted() && std::chrono::steady_clock::now() - t0 < 2s)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(t.qp.muted());
+  EXPECT_EQ(*t.first, 0x55) << "the thread read a QP an application was polling";
+  const int muted_at = t.stream->reads.load();
+  EXPECT_TRUE(t.qp.drive(false));
+  EXPECT_EQ(*t.first, 0x66);
+  EXPECT_GT(t.stream->reads.load(), muted_at);
 }
 
 // How often the Progress thread went to sleep so far: the voluntary context switches of the
