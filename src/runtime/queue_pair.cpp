@@ -87,6 +87,10 @@ bool QueuePair::drive(bool posted) {
     return false;
   }
   if (!conn_) return false;
+  // The socket refused the last write: the write that refused raised SOCK_NOSPACE, so the
+  // kernel will report the space (EPOLLOUT) and Progress sends then; a write now can only say
+  // EAGAIN again.
+  if (posted && progress_ && conn_->wants_write()) return false;
   return posted ? conn_->transmit() : conn_->progress();
 }
 

@@ -16,6 +16,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/queue_pair.h"
@@ -262,15 +263,21 @@ class CountedTcpStream final : public transport::ByteStream {
     reads.fetch_add(1);
     return tcp_.readv(iov, n);
   }
-  transport::IoResult writev(const iovec* iov, int n) override { return tcp_.writev(iov, n); }
+  transport::IoResult writev(const iovec* iov, int n) override {
+    writes.fetch_add(1);
+    if (std::this_thread::get_id() == creator_) creator_writes.fetch_add(1);
+    return tcp_.writev(iov, n);
+  }
   int fd() const override { return tcp_.fd(); }
   void shutdown_write() override { tcp_.shutdown_write(); }
   void abort() override { tcp_.abort(); }
   uint32_t emss() const override { return tcp_.emss(); }
-  std::atomic<int> reads{0};
+  std::atomic<int> reads{0}, writes{0};
+  std::atomic<int> creator_writes{0};  // those made by the thread that created the stream
 
  private:
   transport::TcpStream tcp_;
+  const std::thread::id creator_ = std::this_thread::get_id();
 };
 
 // A QP of a Progress thread with a 300 ms poller grace, over loopback TCP, whose peer sends
@@ -396,6 +403,70 @@ TEST(ProgressTest, AnEmptyPollReadsOnlyAQpMutedForIt) {
   EXPECT_TRUE(t.qp.drive(false));
   EXPECT_EQ(*t.first, 0x66);
   EXPECT_GT(t.stream->reads.load(), muted_at);
+}
+
+// A post behind a socket that refused the last write does not write again (it could only be
+// refused): the kernel reports the space, and the Progress thread sends everything queued.
+TEST(ProgressTest, APostBehindAFullSocketLeavesTheWriteToTheThread) {
+  Progress p;
+  engine::test::Side side(9);
+  std::vector<uint8_t> src(1 << 16, 0x3c);
+  const memory::Stag k = side.reg_mr(src, 0);
+  QueuePair qp(config_of(side, 9));
+  uint16_t port = 0;
+  const int lfd = transport::tcp_listen("127.0.0.1", 0, &port);
+  const int peer = transport::tcp_connect("127.0.0.1", port, 2000);
+  const int fd = transport::tcp_accept(lfd, 2000);
+  ASSERT_GE(fd, 0);
+  const int small = 32 << 10;  // fills after a few Writes
+  ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+  ASSERT_EQ(setsockopt(peer, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
+  auto s = std::make_unique<CountedTcpStream>(fd);
+  CountedTcpStream* stream = s.get();
+  engine::ConnParams params;
+  params.initiator = true;
+  ASSERT_EQ(qp.attach(std::move(s), params, &p), 0);
+  engine::SendWr w;
+  w.opcode = engine::WrOpcode::RdmaWrite;
+  w.flags = engine::kSendSignaled;
+  w.num_sge = 1;
+  w.sg_list[0] = engine::test::sge_of(src, k);
+  w.remote_stag = 0x100;
+  // Nobody reads at the peer: Writes go out until the socket refuses one.
+  int posted = 0;
+  while (!qp.wants_write() && posted < 15) {
+    ASSERT_EQ(qp.post_send(w), 0);
+    ++posted;
+    qp.drive(true);
+  }
+  ASSERT_TRUE(qp.wants_write()) << "the socket took " << posted << " Writes of 64 KiB";
+  const int writes = stream->writes.load(), own = stream->creator_writes.load();
+  ASSERT_EQ(qp.post_send(w), 0);
+  ++posted;
+  qp.drive(true);
+  // (The thread may write meanwhile: the peer's ACKs of what it buffered free some space.)
+  EXPECT_EQ(stream->creator_writes.load(), own)
+      << "a post wrote into a socket that refused the last";
+
+  // The peer reads: the thread sends the rest, every Write completes.
+  std::vector<uint8_t> sink(1 << 16);
+  size_t got = 0;
+  std::vector<engine::Completion> done;
+  const auto t0 = std::chrono::steady_clock::now();
+  while ((done.size() < size_t(posted) || got <= posted * src.size()) &&
+         std::chrono::steady_clock::now() - t0 < 5s) {
+    const ssize_t n = recv(peer, sink.data(), sink.size(), MSG_DONTWAIT);
+    if (n > 0) got += n;
+    for (const engine::Completion& c : side.poll_send()) done.push_back(c);
+    if (n <= 0) std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_GT(stream->writes.load(), writes);
+  EXPECT_GT(got, posted * src.size());
+  ASSERT_EQ(done.size(), size_t(posted));
+  for (const engine::Completion& c : done) EXPECT_EQ(c.status, engine::WcStatus::Success);
+  qp.leave_progress();
+  close(peer);
+  close(lfd);
 }
 
 // How often the Progress thread went to sleep so far: the voluntary context switches of the
