@@ -28,6 +28,7 @@
 #include "engine/qp.h"
 #include "engine/receive_queue.h"
 #include "memory/registry.h"
+#include "runtime/poll_set.h"
 #include "runtime/progress.h"
 #include "runtime/queue_pair.h"
 #include "uiw-abi.h"
@@ -66,10 +67,9 @@ struct Cq : ibv_cq_ex {
   ibv_wc cur{};  // the completion start_poll/next_poll returned, for the read_* functions
   // The QPs completing here: an empty poll drives the connections the progress thread left to
   // it (busy-poll, runtime/progress.h), so a polling application reads its peer's bytes itself
-  // instead of waiting for the progress thread's next time slice. Lock order: qps_mu before
-  // any QueuePair mutex.
-  std::mutex qps_mu;
-  std::vector<Qp*> qps;
+  // instead of waiting for the progress thread's next time slice. Walked without a lock
+  // (runtime/poll_set.h): cq_detach returns once no poll can reach the QP.
+  runtime::PollSet<Qp> qps;
   std::atomic<bool> overrun_reported{false};  // IBV_EVENT_CQ_ERR is raised once
 };
 

@@ -152,13 +152,11 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcep
 }
 
 void cq_attach(Cq* cq, Qp* qp) {
-  std::lock_guard lock(cq->qps_mu);
-  if (std::find(cq->qps.begin(), cq->qps.end(), qp) == cq->qps.end()) cq->qps.push_back(qp);
+  cq->qps.add(qp);
 }
 
 void cq_detach(Cq* cq, Qp* qp) noexcept {
-  std::lock_guard lock(cq->qps_mu);
-  cq->qps.erase(std::remove(cq->qps.begin(), cq->qps.end(), qp), cq->qps.end());
+  cq->qps.remove(qp);
 }
 
 namespace {
@@ -170,12 +168,10 @@ void deliver_to_twins(Cq* cq, const engine::Completion* c, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     if (c[i].opcode != WcOpcode::RdmaWrite || c[i].status != WcStatus::Success) continue;
     Qp* twin_of = nullptr;
-    {
-      std::lock_guard lock(cq->qps_mu);
-      for (Qp* qp : cq->qps)
-        if (qp->qp.qp_num == c[i].qp_num && qp->local_peer) twin_of = qp;
-    }
-    // Not under qps_mu: twin_deliver takes the twins registry, which destroy_qp takes first.
+    cq->qps.for_each([&](Qp& qp) {
+      if (qp.qp.qp_num == c[i].qp_num && qp.local_peer) twin_of = &qp;
+    });
+    // After the walk: twin_deliver takes the twins registry, which destroy_qp takes first.
     if (twin_of) twin_deliver(twin_of);
   }
 }
@@ -199,11 +195,9 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
     }
     return total;
   };
-  // Under qps_mu: RESET and destroy detach a QP from its CQs before replacing its rt.
-  auto each_qp = [&](auto&& f) {
-    std::lock_guard lock(cq->qps_mu);
-    for (Qp* qp : cq->qps) f(*qp->rt);
-  };
+  // Within the walk: RESET and destroy detach a QP from its CQs (which waits for the walks that
+  // may reach it) before replacing its rt.
+  auto each_qp = [&](auto&& f) { cq->qps.for_each([&](Qp& qp) { f(*qp.rt); }); };
   return static_cast<int>(runtime::poll_driving(take, each_qp));
 }
 
@@ -216,8 +210,7 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only) noexcept {
   cq->cq->arm(solicited_only != 0);
   // The application stops polling to sleep on the event: the progress thread must read what
   // arrives from now on (a poll had muted these QPs for it, runtime/progress.h).
-  std::lock_guard lock(cq->qps_mu);
-  for (Qp* qp : cq->qps) qp->rt->unpoll();
+  cq->qps.for_each([](Qp& qp) { qp.rt->unpoll(); });
   return 0;
 }
 
