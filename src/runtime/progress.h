@@ -18,7 +18,8 @@
 // (QueuePair::muted): its socket's readability no longer wakes this thread, its write edges and
 // kicks get transmit-only passes. Until this thread muted it, a poll does not read it (this
 // thread does), and a poll for Send and Write completions (complete once the socket took them)
-// never does: its empty polls make no system call. This thread checks every grace period and
+// never does: it only sends what its QP has left to send, so with nothing left it makes no
+// system call. This thread checks every grace period and
 // unmutes the QP once nobody polled it for that long or it awaits nothing more; at once on a
 // hangup, unpoll, or a poll that took its last awaited completion (QueuePair::handback). A
 // poller that stops polling a QP that still awaits a completion, without arming its CQ (it

@@ -76,9 +76,10 @@ QueuePair::PassResult QueuePair::transmit_pass() {
 
 bool QueuePair::drive(bool posted) {
   if (link() != Link::Up) return false;
+  bool tx_only = false;
   if (!posted) {
     polled_at_ns_.store(steady_ns(), std::memory_order_relaxed);
-    if (progress_ && !muted()) return false;
+    tx_only = progress_ && !muted();
   }
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) {
@@ -87,6 +88,9 @@ bool QueuePair::drive(bool posted) {
     return false;
   }
   if (!conn_) return false;
+  // A QP Progress reads for: the poller only sends what is left to send (it has the CPU now,
+  // Progress would first need a wakeup), and with nothing left makes no system call.
+  if (tx_only) return !qp_.tx_idle() && conn_->transmit();
   // The socket refused the last write: the write that refused raised SOCK_NOSPACE, so the
   // kernel will report the space (EPOLLOUT) and Progress sends then; a write now can only say
   // EAGAIN again.

@@ -73,10 +73,10 @@ class QueuePair {
   // the poster's sendmsg), and if another thread holds the QP it may be past its transmit
   // step, so the Progress thread's doorbell is rung for one more pass; a poller needs none
   // (what arrives raises a readiness edge of its own). A poller's pass (!posted) of a QP with
-  // a Progress thread runs only once Progress muted the QP for it: until then that thread
-  // reads and transmits for it, and an empty poll costs no system call (a Write or Send
-  // completes when the socket took it, so a poller waiting for those has nothing to read).
-  // True if bytes moved here.
+  // a Progress thread reads only once Progress muted the QP for it: until then that thread
+  // reads for it, and the poller only sends what the QP has left to send (a Write or Send
+  // completes when the socket took it, so a poller waiting for those has nothing to read; an
+  // empty poll of a QP with nothing to send makes no system call). True if bytes moved here.
   bool drive(bool posted);
   // A poller's drive(false) marks the time (steady clock, ns). Progress mutes a QP polled
   // within its grace that awaits a completion only the peer's bytes bring (engine::Qp::
