@@ -107,7 +107,6 @@ int Qp::post_send(const SendWr& wr) {
   }
   if (st == QpState::Closing) return -EINVAL;  // RFC 5041 §6.2.1: no new transfers
   if (const int rc = fill_sq_entry(wr)) return rc;
-  if (tx_op(wr.opcode).outbound_read) sq_reads_.fetch_add(1);
   sq_tail_.fetch_add(1);
   return 0;
 }
@@ -117,7 +116,6 @@ int Qp::post_send_concurrent(const SendWr& wr) {
   const QpState st = state_;
   if (st != QpState::Idle && st != QpState::Rts) return -EAGAIN;
   if (const int rc = fill_sq_entry(wr)) return rc;
-  if (tx_op(wr.opcode).outbound_read) sq_reads_.fetch_add(1);
   sq_tail_.fetch_add(1);  // publishes the entry (seq_cst, before the state is read again)
   const QpState now = state_;
   return now == QpState::Error || now == QpState::Terminate ? -ECANCELED : 0;
@@ -151,6 +149,7 @@ int Qp::fill_sq_entry(const SendWr& wr) {
   }
   // RDMAP §1.1: a message carries at most 2^32 - 1 octets.
   if (e.status == WcStatus::Success && e.sgl.total > UINT32_MAX) e.status = WcStatus::LocLenErr;
+  if (tx_op(wr.opcode).outbound_read) sq_reads_.fetch_add(1);  // before the caller publishes
   return 0;
 }
 
