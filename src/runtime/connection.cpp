@@ -82,6 +82,17 @@ bool Connection::receive() {
       qp_->rx_commit(placed);
       stage_off_ = 0;
       stage_len_ = r.bytes - placed;  // fed on the next round
+      // Short of payload and window, the read drained the socket as a short staged read
+      // does: consume what followed the payload and stop (a TCP read fills every iovec
+      // before it returns less). The FIN that may have come with the bytes is left to the
+      // next read, so the completions these bytes made reach the poller before a flush.
+      if (scatter && r.bytes < need.len + kHeaderWindow) {
+        stage_off_ = qp_->rx_feed({stage_.data(), stage_len_});
+        if (stage_off_ == stage_len_) {
+          pick_read_size();
+          break;
+        }
+      }
     } else {
       ++stats_.staged_reads;
       stage_off_ = 0;

@@ -199,15 +199,17 @@ void Progress::run() {
       auto it = qps_.find(id);
       if (it == qps_.end()) continue;
       Entry& e = it->second;
-      if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-        e.hup = true;
-        if (e.qp->muted()) unmute_locked(id, e.qp);
-      } else if (e.qp->muted()) {
-        queue_locked(id);  // a write edge: a transmit pass (the poller reads)
+      if (e.qp->muted()) {
+        // A write edge: a transmit pass. The poller reads, the peer's FIN or reset too: it
+        // meets them after the bytes that came before them, whose completions its own poll
+        // returns first (a pass here would flush the receives behind them at once). If the
+        // poller goes, the unmute's EPOLL_CTL_MOD reports the hang-up again.
+        queue_locked(id);
         continue;
-      } else if (mute_if_polled_locked(id, e.qp, since)) {
-        continue;  // a read or a write edge alike: the poller reads, the MOD's event transmits
       }
+      if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) e.hup = true;
+      // A read, write or hang-up edge alike: the poller reads, the MOD's event transmits.
+      if (mute_if_polled_locked(id, e.qp, since)) continue;
       queue_locked(id);
     }
     if (!muted_.empty()) check_muted_locked();
@@ -222,8 +224,7 @@ void Progress::run() {
       QueuePair* q = it->second.qp;
       // Read under mu_, which every change of it holds. A pass queued before an application
       // began polling the QP (a kick, a pass cut short) is muted like an edge would be.
-      const bool muted =
-          q->muted() || (!it->second.hup && mute_if_polled_locked(id, q, grace_start()));
+      const bool muted = q->muted() || mute_if_polled_locked(id, q, grace_start());
       running_ = id;
       lock.unlock();
       const QueuePair::PassResult r = muted ? q->transmit_pass() : q->pass();

@@ -127,12 +127,16 @@ TEST(ConnectionTest, AnUnreadableSourceIsALocalProtectionError) {
 }
 
 // Reads hand out at most `chunk` bytes of `data` at a time, as TCP over loopback hands over at
-// most 64 KiB per read; writes are taken whole.
+// most 64 KiB per read, and once `*eof` is set the end of `data` is the peer's FIN; writes are
+// taken whole.
 class ChunkStream final : public ByteStream {
  public:
-  ChunkStream(const std::vector<uint8_t>* data, size_t chunk) : data_(data), chunk_(chunk) {}
+  ChunkStream(const std::vector<uint8_t>* data, size_t chunk, const bool* eof = nullptr)
+      : data_(data), chunk_(chunk), eof_(eof) {}
   IoResult readv(const iovec* iov, int n) override {
-    if (off_ == data_->size()) return {IoStatus::WouldBlock, 0, 0};
+    if (off_ == data_->size())
+      return eof_ && *eof_ ? IoResult{IoStatus::Closed, 0, 0}
+                           : IoResult{IoStatus::WouldBlock, 0, 0};
     size_t budget = std::min(chunk_, data_->size() - off_), done = 0;
     for (int i = 0; i < n && budget > 0; ++i) {
       const size_t k = std::min(iov[i].iov_len, budget);
@@ -156,6 +160,7 @@ class ChunkStream final : public ByteStream {
  private:
   const std::vector<uint8_t>* data_;
   size_t chunk_;
+  const bool* eof_;
   size_t off_ = 0;
 };
 
@@ -251,6 +256,67 @@ TEST_P(ConnectionPlacementTest, LargeFpdusAreReadDirectly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Crc, ConnectionPlacementTest, ::testing::Bool());
+
+// ibv_rc_pingpong's last round over a lossy link: the server sends its last 16 KiB message and
+// closes, TCP retransmits the message with the FIN, and the client's poll reads both at once.
+// The pass that completes the message must leave the FIN to the next one: the poll then
+// returns the completion alone, and the client, done, never sees its other receives flushed.
+// (A read placing a payload directly that comes back short drained the socket.)
+TEST(ConnectionTest, TheReadThatCompletesAMessageLeavesTheFinThatCameWithIt) {
+  using namespace engine;
+  test::Side a(1), b(2);
+  ConnParams p;
+  p.crc = false;
+  p.mulpdu = 32762;
+  test::connect(a, b, p);
+  constexpr size_t kMsg = 16384, kMsgs = 4;
+  std::vector<uint8_t> src(kMsg), dst(kMsg * (kMsgs + 2));
+  test::fill_pattern(src, 9);
+  const memory::Stag lkey = a.reg_mr(src, 0);
+  const memory::Stag dkey = b.reg_mr(dst, memory::kLocalWrite);
+  for (size_t i = 0; i < kMsgs + 2; ++i) {
+    RecvWr r;
+    r.wr_id = 100 + i;
+    r.num_sge = 1;
+    r.sg_list[0] = test::sge_of(dst, dkey, i * kMsg, kMsg);
+    ASSERT_EQ(b.qp->post_recv(r), 0);
+  }
+  auto send = [&](uint64_t id) {
+    SendWr w;
+    w.wr_id = id;
+    w.num_sge = 1;
+    w.sg_list[0] = test::sge_of(src, lkey);
+    ASSERT_EQ(a.qp->post_send(w), 0);
+  };
+  std::vector<uint8_t> wire;
+  bool fin = false;
+  runtime::Connection c(b.qp.get(), std::make_unique<ChunkStream>(&wire, 65536, &fin));
+  // The earlier rounds: one message at a time, each read as it comes.
+  for (size_t i = 0; i + 1 < kMsgs; ++i) {
+    send(i);
+    drain_tx(*a.qp, &wire);
+    c.progress();
+    ASSERT_EQ(b.poll_recv().size(), 1u) << "message " << i;
+  }
+  ASSERT_GT(c.stats().directed_reads, 0u) << "the payloads were not read directly";
+  // The last message and the FIN, in the socket together.
+  send(kMsgs - 1);
+  drain_tx(*a.qp, &wire);
+  fin = true;
+  c.progress();
+  const auto last = b.poll_recv();
+  ASSERT_EQ(last.size(), 1u) << "the receive behind the last message was flushed with it";
+  EXPECT_EQ(last[0].status, WcStatus::Success);
+  EXPECT_EQ(last[0].byte_len, kMsg);
+  EXPECT_EQ(b.qp->state(), QpState::Rts);
+  EXPECT_EQ(std::memcmp(dst.data() + (kMsgs - 1) * kMsg, src.data(), kMsg), 0);
+  // The next pass meets the FIN: the peer closed, the other receives are flushed.
+  c.progress();
+  EXPECT_EQ(b.qp->state(), QpState::Error);
+  const auto flushed = b.poll_recv();
+  ASSERT_EQ(flushed.size(), 2u);
+  for (const Completion& f : flushed) EXPECT_EQ(f.status, WcStatus::WrFlushErr);
+}
 
 }  // namespace
 }  // namespace uiw::transport

@@ -405,6 +405,36 @@ TEST(ProgressTest, AnEmptyPollReadsOnlyAQpMutedForIt) {
   EXPECT_GT(t.stream->reads.load(), muted_at);
 }
 
+// The peer's last bytes and its FIN reach a QP its application polls: the poller reads both,
+// the bytes first. Were the thread to read them in one pass, the completion of the last
+// message and the flush of the receives behind it would reach the CQ together, and an
+// application that stops polling after its last message (ibv_rc_pingpong) would see the flush
+// too. Once the poller leaves, the thread reads the FIN.
+TEST(ProgressTest, TheFinOfAPolledQpIsLeftToItsPoller) {
+  for (const bool leave : {false, true}) {
+    PolledQp t(true);
+    t.qp.drive(false);
+    t.send_write(0x77);
+    ASSERT_EQ(shutdown(t.peer, SHUT_WR), 0);
+    std::this_thread::sleep_for(100ms);
+    EXPECT_EQ(*t.first, 0) << "the thread read the bytes of a polled QP";
+    EXPECT_EQ(t.qp.state(), engine::QpState::Rts) << "the thread read the FIN of a polled QP";
+    EXPECT_TRUE(t.qp.drive(false));
+    EXPECT_EQ(*t.first, 0x77);
+    if (leave) {
+      t.qp.unpoll();
+    } else {
+      // The poll that placed the bytes left the FIN to the next one.
+      EXPECT_EQ(t.qp.state(), engine::QpState::Rts);
+      t.qp.drive(false);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    while (t.qp.state() != engine::QpState::Error && std::chrono::steady_clock::now() - t0 < 2s)
+      std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(t.qp.state(), engine::QpState::Error) << (leave ? "unpolled" : "polled");
+  }
+}
+
 // A post behind a socket that refused the last write does not write again (it could only be
 // refused): the kernel reports the space, and the Progress thread sends everything queued.
 TEST(ProgressTest, APostBehindAFullSocketLeavesTheWriteToTheThread) {
