@@ -75,39 +75,32 @@ bool Connection::receive() {
       break;
     }
     moved = true;
+    size_t asked;  // what the read could have returned
+    stage_off_ = 0;
     if (direct) {
       const size_t placed = std::min(r.bytes, need.len);
       ++stats_.directed_reads;
       stats_.directed_bytes += placed;
       qp_->rx_commit(placed);
-      stage_off_ = 0;
-      stage_len_ = r.bytes - placed;  // fed on the next round
-      // Short of payload and window, the read drained the socket as a short staged read
-      // does: consume what followed the payload and stop (a TCP read fills every iovec
-      // before it returns less). The FIN that may have come with the bytes is left to the
-      // next read, so the completions these bytes made reach the poller before a flush.
-      if (scatter && r.bytes < need.len + kHeaderWindow) {
-        stage_off_ = qp_->rx_feed({stage_.data(), stage_len_});
-        if (stage_off_ == stage_len_) {
-          pick_read_size();
-          break;
-        }
-      }
+      stage_len_ = r.bytes - placed;                   // fed on the next round
+      asked = scatter ? need.len + kHeaderWindow : 0;  // SCTP: one message, nothing follows
     } else {
       ++stats_.staged_reads;
-      stage_off_ = 0;
       stage_len_ = r.bytes;
-      // A short read drained the socket: consume it and stop, instead of paying a readv that
-      // can only say EAGAIN (new data raises a new readiness edge).
-      if (r.bytes < stage_want) {
-        stage_off_ = qp_->rx_feed({stage_.data(), stage_len_});
-        if (stage_off_ == stage_len_) {
-          pick_read_size();
-          // An SCTP socket hands out one message per read whatever else is queued: there a
-          // short read proves nothing, and the next pass goes on.
-          cut_short_ = qp_->params().llp == engine::Llp::Sctp;
-          break;
-        }
+      asked = stage_want;
+    }
+    // A short read drained the socket (a TCP read fills every iovec before it returns less):
+    // consume it and stop, instead of paying a readv that can only say EAGAIN (new data raises
+    // a new readiness edge) or find the FIN that came with the bytes (left to the next read,
+    // so the completions these bytes made reach a poller before the flush).
+    if (r.bytes < asked) {
+      stage_off_ = stage_len_ ? qp_->rx_feed({stage_.data(), stage_len_}) : 0;
+      if (stage_off_ == stage_len_) {
+        pick_read_size();
+        // An SCTP socket hands out one message per read whatever else is queued: there a
+        // short read proves nothing, and the next pass goes on.
+        cut_short_ = qp_->params().llp == engine::Llp::Sctp;
+        break;
       }
     }
   }

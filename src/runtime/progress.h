@@ -16,12 +16,13 @@
 // message that preempts one of them (measured in a 2-vCPU VM: ib_send_lat 8 B 206-305 us with,
 // 60-70 us without). So such a QP, polled within the poller grace, is muted
 // (QueuePair::muted): its socket's readability no longer wakes this thread, its write edges and
-// kicks get transmit-only passes. Until this thread muted it, a poll does not read it (this
-// thread does), and a poll for Send and Write completions (complete once the socket took them)
-// never does: it only sends what its QP has left to send, so with nothing left it makes no
-// system call. This thread checks every grace period and
-// unmutes the QP once nobody polled it for that long or it awaits nothing more; at once on a
-// hangup, unpoll, or a poll that took its last awaited completion (QueuePair::handback). A
+// kicks get transmit-only passes; the peer's FIN or reset is the poller's to read too, after
+// the bytes before it. Until this thread muted it, a poll does not read it (this thread does),
+// and a poll for Send and Write completions (complete once the socket took them) never does:
+// it only sends what its QP has left to send, so with nothing left it makes no system call.
+// This thread checks every grace period and unmutes the QP once nobody polled it for that long
+// or it awaits nothing more; at once on unpoll, or a poll that took its last awaited
+// completion (QueuePair::handback). A
 // poller that stops polling a QP that still awaits a completion, without arming its CQ (it
 // spins on memory for a Write), waits at most one grace period for this thread to take over.
 #pragma once
