@@ -1,8 +1,9 @@
 // libuiw data path: post_send / post_recv / post_srq_recv, poll_cq and req_notify_cq. No system
 // call on this path except the socket I/O of inline progress passes, req_notify_cq's arm
-// command, and one epoll_ctl when a poll or an arm hands a muted QP back to the progress thread
-// (runtime/progress.h); the translation between ibv_* and the engine's types is table-driven
-// (map_*).
+// command, one epoll_ctl when a poll or an arm hands a muted QP back to the progress thread, an
+// empty poll's look for the context's other work (an epoll_wait per lend interval) and the
+// doorbell write that ends such a lease (runtime/progress.h); the translation between ibv_* and the
+// engine's types is table-driven (map_*).
 #include <algorithm>
 #include <array>
 #include <cerrno>

@@ -1,5 +1,6 @@
 #include "runtime/progress.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -8,6 +9,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <optional>
 #include <system_error>
 
 #include "runtime/queue_pair.h"
@@ -35,14 +37,18 @@ std::chrono::microseconds env_us(const char* name, std::chrono::microseconds fal
 ProgressKnobs ProgressKnobs::from_env() {
   const ProgressKnobs defaults;
   return {env_us("UIW_POLLER_GRACE_US", defaults.poller_grace),
-          env_us("UIW_PROGRESS_SPIN_US", defaults.spin)};
+          env_us("UIW_PROGRESS_SPIN_US", defaults.spin),
+          env_us("UIW_POLLER_LEND_US", defaults.lend)};
 }
 
 Progress::Progress(const ProgressKnobs& knobs)
     : epfd_(epoll_create1(EPOLL_CLOEXEC)),
       doorbell_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       grace_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(knobs.poller_grace).count()),
-      spin_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(knobs.spin).count()) {
+      spin_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(knobs.spin).count()),
+      lend_ns_(grace_ns_ > 0
+                   ? std::chrono::duration_cast<std::chrono::nanoseconds>(knobs.lend).count()
+                   : 0) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = 0;
@@ -89,7 +95,7 @@ void Progress::remove(QueuePair* q) {
   qps_.erase(id);
   q->progress_id_ = 0;
   // From a callback of q's own pass (the engine's event hook) the pass is ours: no wait.
-  if (std::this_thread::get_id() != thread_.get_id())
+  if (running_ != id || runner_ != std::this_thread::get_id())
     pass_done_.wait(lock, [&] { return running_ != id; });
 }
 
@@ -101,11 +107,68 @@ void Progress::kick(QueuePair* q) {
 }
 
 void Progress::unpoll(QueuePair* q) {
+  unlend();
+  if (!q->muted()) return;
   std::lock_guard lock(mu_);
   auto it = qps_.find(q->progress_id_);
   if (it == qps_.end() || !q->muted()) return;
   unmute_locked(it->first, q);
   wake_locked();
+}
+
+bool Progress::lent_recently(int64_t now) const {
+  return lent_at_ns_.load() > now - grace_ns_;
+}
+
+// The lease is the time of the last empty poll; the thread parks while it is within the
+// grace. Both sides write their flag before they read the other's (seq_cst): the thread
+// parked_ then lent_at_ns_, unlend() lent_at_ns_ then parked_, so either the thread sees the
+// lease ended or unlend() sees it parked and rings.
+bool Progress::lend() {
+  if (lend_ns_ == 0) return false;
+  const int64_t now = steady_ns();
+  if (lent_at_ns_.load(std::memory_order_relaxed) < now) lent_at_ns_.store(now);
+  const bool look = now - looked_at_ns_.load(std::memory_order_relaxed) >= lend_ns_;
+  if (!look && !has_ready_.load(std::memory_order_relaxed)) return false;
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock() || dispatching_ || stop_) return false;
+  dispatching_ = true;
+  epoll_event evs[16];
+  int n = 0;
+  if (look) {
+    looked_at_ns_.store(now, std::memory_order_relaxed);
+    lock.unlock();
+    n = epoll_wait(epfd_, evs, 16, 0);
+    lock.lock();
+  }
+  const bool moved = dispatch_locked(lock, evs, n, true);
+  dispatching_ = false;
+  pass_done_.notify_all();  // the thread may wait to dispatch what its own epoll_wait got
+  return moved;
+}
+
+void Progress::unlend() {
+  if (lent_at_ns_.load(std::memory_order_relaxed) == 0) return;
+  lent_at_ns_.store(0);
+  if (parked_.load()) ring();
+}
+
+void Progress::park(std::unique_lock<std::mutex>& lock) {
+  sleeping_ = true;  // kick() and add() ring the doorbell
+  parked_.store(true);
+  const int64_t left = lent_at_ns_.load() - (steady_ns() - grace_ns_);
+  lock.unlock();
+  if (left > 0) {
+    pollfd bell{doorbell_, POLLIN, 0};
+    const timespec ts{left / 1'000'000'000, left % 1'000'000'000};
+    if (ppoll(&bell, 1, &ts, nullptr) > 0) {
+      uint64_t v;
+      [[maybe_unused]] ssize_t r = read(doorbell_, &v, sizeof v);
+    }
+  }
+  parked_.store(false);
+  lock.lock();
+  sleeping_ = false;
 }
 
 // The MOD reports the socket's writability at once (see unmute_locked): the transmit pass a
@@ -160,6 +223,7 @@ void Progress::queue_locked(uint64_t id) {
   if (it == qps_.end() || it->second.queued) return;
   it->second.queued = true;
   ready_.push_back(id);
+  has_ready_.store(true, std::memory_order_relaxed);
 }
 
 void Progress::wake_locked() {
@@ -179,6 +243,11 @@ void Progress::run() {
   const int grace_ms = static_cast<int>((grace_ns_ + 999'999) / 1'000'000);
   int64_t spin_until = INT64_MIN;  // steady_ns() after the last pass that moved bytes, + spin
   while (!stop_) {
+    // A poller does the work (lend()): no epoll_wait here, which would wake for its events.
+    if (ready_.empty() && lend_ns_ > 0 && lent_recently(steady_ns())) {
+      park(lock);
+      continue;
+    }
     // Within the spin after the last traffic it looks again at once, and is not asleep for
     // kick(): whoever queues work needs no doorbell.
     sleeping_ = ready_.empty() && (spin_ns_ == 0 || steady_ns() >= spin_until);
@@ -188,60 +257,77 @@ void Progress::run() {
     const int n = epoll_wait(epfd_, evs, 64, timeout);
     lock.lock();
     sleeping_ = false;
-    const int64_t since = grace_start();
-    for (int i = 0; i < n; ++i) {
-      const uint64_t id = evs[i].data.u64;
-      if (id == 0) {
-        uint64_t v;
-        [[maybe_unused]] ssize_t r = read(doorbell_, &v, sizeof v);
-        continue;
-      }
-      auto it = qps_.find(id);
-      if (it == qps_.end()) continue;
-      Entry& e = it->second;
-      if (e.qp->muted()) {
-        // A write edge: a transmit pass. The poller reads, the peer's FIN or reset too: it
-        // meets them after the bytes that came before them, whose completions its own poll
-        // returns first (a pass here would flush the receives behind them at once). If the
-        // poller goes, the unmute's EPOLL_CTL_MOD reports the hang-up again.
-        queue_locked(id);
-        continue;
-      }
-      if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) e.hup = true;
-      // A read, write or hang-up edge alike: the poller reads, the MOD's event transmits.
-      if (mute_if_polled_locked(id, e.qp, since)) continue;
-      queue_locked(id);
-    }
-    if (!muted_.empty()) check_muted_locked();
-    // One pass for each QP ready now; those with more to read queue up again behind the rest.
-    bool moved = false;
-    for (size_t k = ready_.size(); k > 0 && !stop_; --k) {
-      const uint64_t id = ready_.front();
-      ready_.pop_front();
-      auto it = qps_.find(id);
-      if (it == qps_.end()) continue;  // removed since it was queued
-      it->second.queued = false;
-      QueuePair* q = it->second.qp;
-      // Read under mu_, which every change of it holds. A pass queued before an application
-      // began polling the QP (a kick, a pass cut short) is muted like an edge would be.
-      const bool muted = q->muted() || mute_if_polled_locked(id, q, grace_start());
-      running_ = id;
-      lock.unlock();
-      const QueuePair::PassResult r = muted ? q->transmit_pass() : q->pass();
-      lock.lock();
-      running_ = 0;
-      moved |= r.moved;
-      pass_done_.notify_all();
-      it = qps_.find(id);
-      if (it == qps_.end()) continue;  // removed during its pass (from its own callback)
-      if (!r.rx_open) it->second.hup = false;
-      // A FIN still unread after a pass that moved bytes: the pass ended on the short read
-      // of the data that came with it. (One that moved nothing waits for a kick: the Qp is
-      // not reading.)
-      if (r.cut_short || (r.moved && it->second.hup)) queue_locked(id);
-    }
+    pass_done_.wait(lock, [&] { return !dispatching_; });  // a lender's passes
+    dispatching_ = true;
+    const bool moved = dispatch_locked(lock, evs, n, false);
+    dispatching_ = false;
     if (moved && spin_ns_ > 0) spin_until = steady_ns() + spin_ns_;
   }
+}
+
+bool Progress::dispatch_locked(std::unique_lock<std::mutex>& lock, const epoll_event* evs, int n,
+                               bool lender) {
+  const int64_t since = grace_start();
+  for (int i = 0; i < n; ++i) {
+    const uint64_t id = evs[i].data.u64;
+    if (id == 0) {
+      // The doorbell is the thread's: a ring for a parked thread must reach it.
+      uint64_t v;
+      if (!lender) [[maybe_unused]]
+        ssize_t r = read(doorbell_, &v, sizeof v);
+      continue;
+    }
+    auto it = qps_.find(id);
+    if (it == qps_.end()) continue;
+    Entry& e = it->second;
+    if (e.qp->muted()) {
+      // A write edge: a transmit pass. The poller reads, the peer's FIN or reset too: it
+      // meets them after the bytes that came before them, whose completions its own poll
+      // returns first (a pass here would flush the receives behind them at once). If the
+      // poller goes, the unmute's EPOLL_CTL_MOD reports the hang-up again.
+      queue_locked(id);
+      continue;
+    }
+    if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) e.hup = true;
+    // A read, write or hang-up edge alike: the poller reads, the MOD's event transmits.
+    if (mute_if_polled_locked(id, e.qp, since)) continue;
+    queue_locked(id);
+  }
+  if (!muted_.empty()) check_muted_locked();
+  // One pass for each QP ready now; those with more to read queue up again behind the rest.
+  bool moved = false;
+  for (size_t k = ready_.size(); k > 0 && !stop_; --k) {
+    const uint64_t id = ready_.front();
+    ready_.pop_front();
+    auto it = qps_.find(id);
+    if (it == qps_.end()) continue;  // removed since it was queued
+    it->second.queued = false;
+    QueuePair* q = it->second.qp;
+    // Read under mu_, which every change of it holds. A pass queued before an application
+    // began polling the QP (a kick, a pass cut short) is muted like an edge would be.
+    const bool muted = q->muted() || mute_if_polled_locked(id, q, grace_start());
+    running_ = id;
+    runner_ = std::this_thread::get_id();
+    lock.unlock();
+    const std::optional<QueuePair::PassResult> r = q->run_pass(muted, !lender);
+    lock.lock();
+    running_ = 0;
+    pass_done_.notify_all();
+    it = qps_.find(id);
+    if (it == qps_.end()) continue;  // removed during its pass (from its own callback)
+    if (!r) {
+      queue_locked(id);  // another thread holds it (a lender does not wait): later
+      continue;
+    }
+    moved |= r->moved;
+    if (!r->rx_open) it->second.hup = false;
+    // A FIN still unread after a pass that moved bytes: the pass ended on the short read
+    // of the data that came with it. (One that moved nothing waits for a kick: the Qp is
+    // not reading.)
+    if (r->cut_short || (r->moved && it->second.hup)) queue_locked(id);
+  }
+  has_ready_.store(!ready_.empty(), std::memory_order_relaxed);
+  return moved;
 }
 
 }  // namespace uiw::runtime

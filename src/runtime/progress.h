@@ -25,6 +25,19 @@
 // completion (QueuePair::handback). A
 // poller that stops polling a QP that still awaits a completion, without arming its CQ (it
 // spins on memory for a Write), waits at most one grace period for this thread to take over.
+//
+// A busy poller also lends its time to the whole context (lend()): an empty poll that finds
+// nothing to read of its own QPs looks for the context's readiness itself (one epoll_wait
+// without a timeout, at most once per lend interval) and runs the passes this thread would
+// run: it answers a Read or places a Write on another QP (perftest's servers poll the CQ of
+// their rdma_cm exchange while the peer streams into another QP; an MPI rank polls while
+// one-sided traffic lands). Meanwhile this thread sleeps on its doorbell alone, so the events
+// the poller handles cost no wakeup: that wakeup, a context switch that preempts the spinning
+// poller, is what a pass here costs most when the CPUs are busy. A lender's passes never wait
+// for a QP another thread holds (that thread moves its bytes). The lease ends when the
+// application arms its CQ (unpoll), when a poll takes completions and its QPs await no more
+// (unlend: the application may now spin on memory, polling nothing), or one grace period
+// after the last empty poll; the thread then takes the epoll set back and reads what came.
 #pragma once
 
 #include <atomic>
@@ -37,6 +50,8 @@
 #include <unordered_map>
 #include <vector>
 
+struct epoll_event;
+
 namespace uiw::runtime {
 
 class QueuePair;
@@ -47,11 +62,18 @@ class QueuePair;
 // read without a wakeup (a context switch, and on a busy machine the wait for a CPU). Zero by
 // default: the thread then costs no CPU beyond the work, and an application that wants the
 // lowest latency busy-polls its CQ, which reads its QPs itself.
+//
+// lend: how often at most a busy poller looks for the context's readiness (an epoll_wait
+// each time); an empty poll in between makes no system call for it. An event waits for the
+// poller at most this long, where a wakeup of this thread would cost a context switch (tens
+// of us on two busy CPUs, hundreds in the test VM). Zero: pollers never lend, this thread
+// does all the context's work.
 struct ProgressKnobs {
   std::chrono::microseconds poller_grace{1000};
   std::chrono::microseconds spin{0};
-  // The defaults, or UIW_POLLER_GRACE_US / UIW_PROGRESS_SPIN_US where set (0 to 1000000;
-  // another value keeps the default).
+  std::chrono::microseconds lend{20};
+  // The defaults, or UIW_POLLER_GRACE_US / UIW_PROGRESS_SPIN_US / UIW_POLLER_LEND_US where set
+  // (0 to 1000000; another value keeps the default).
   static ProgressKnobs from_env();
 };
 
@@ -72,10 +94,24 @@ class Progress {
   // Runs a pass of q soon: after an application thread gave it work it could not do itself.
   void kick(QueuePair* q);
   // The application stops polling q (it will sleep on a completion event): watch q again now.
+  // Ends the lease too (unlend).
   void unpoll(QueuePair* q);
+
+  // An application thread's poll found nothing: it does this thread's work for now (see
+  // above). Never blocks. True if bytes moved.
+  bool lend();
+  // The application stops polling: the thread takes the epoll set back now.
+  void unlend();
 
  private:
   void run();
+  // Handles n events of epoll_wait and runs one pass of each ready QP (the caller holds
+  // dispatching_). A lender's passes skip QPs another thread holds. True if bytes moved.
+  bool dispatch_locked(std::unique_lock<std::mutex>& lock, const ::epoll_event* evs, int n,
+                       bool lender);
+  // While a poller lends: sleeps on the doorbell alone until the lease may have ended.
+  void park(std::unique_lock<std::mutex>& lock);
+  bool lent_recently(int64_t now) const;
   void queue_locked(uint64_t id);  // requires mu_
   void wake_locked();              // requires mu_: rings the doorbell if the thread sleeps
   void ring();                     // the doorbell: epoll_wait returns
@@ -100,10 +136,19 @@ class Progress {
   std::deque<uint64_t> ready_;               // under mu_; may hold keys removed since
   uint64_t next_id_ = 1;                     // under mu_
   uint64_t running_ = 0;                     // under mu_: the key whose pass runs now
-  bool sleeping_ = false;                    // under mu_: the thread is in epoll_wait(-1)
-  std::vector<uint64_t> muted_;              // under mu_; may hold keys removed since
+  std::thread::id runner_;                   // under mu_: the thread running that pass
+  bool dispatching_ = false;                 // under mu_: the thread or a lender dispatches
+  std::atomic<bool> has_ready_{false};       // ready_ is not empty (written under mu_)
+  // steady_ns() of the last empty poll that lent and of a lender's last epoll_wait; 0: none
+  // (the steady clock counts from boot, so every real time is far above a grace or interval).
+  std::atomic<int64_t> lent_at_ns_{0};
+  std::atomic<int64_t> looked_at_ns_{0};
+  std::atomic<bool> parked_{false};  // the thread sleeps on the doorbell alone
+  bool sleeping_ = false;            // under mu_: the thread is in epoll_wait(-1)
+  std::vector<uint64_t> muted_;      // under mu_; may hold keys removed since
   const int64_t grace_ns_;
   const int64_t spin_ns_;
+  const int64_t lend_ns_;
   std::thread thread_;
 };
 

@@ -55,23 +55,30 @@ bool QueuePair::progress() {
   return conn_ && conn_->progress();
 }
 
-QueuePair::PassResult QueuePair::pass() {
-  std::lock_guard lock(mu_);
-  if (!conn_) return {};
+std::optional<QueuePair::PassResult> QueuePair::run_pass(bool muted, bool wait) {
+  std::unique_lock lock(mu_, std::defer_lock);
+  if (wait)
+    lock.lock();
+  else if (!lock.try_lock())
+    return std::nullopt;
+  if (!conn_) return PassResult{};
+  if (muted) return PassResult{conn_->transmit(), false, !conn_->rx_closed()};
   const bool moved = conn_->progress();
-  return {moved, conn_->cut_short(), !conn_->rx_closed()};
+  return PassResult{moved, conn_->cut_short(), !conn_->rx_closed()};
+}
+
+bool progress_lend(Progress* p) {
+  return p->lend();
+}
+
+void progress_unlend(Progress* p) {
+  p->unlend();
 }
 
 int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-QueuePair::PassResult QueuePair::transmit_pass() {
-  std::lock_guard lock(mu_);
-  if (!conn_) return {};
-  return {conn_->transmit(), false, !conn_->rx_closed()};
 }
 
 bool QueuePair::drive(bool posted) {
@@ -100,7 +107,7 @@ bool QueuePair::drive(bool posted) {
 
 void QueuePair::unpoll() {
   polled_at_ns_.store(INT64_MIN, std::memory_order_relaxed);
-  if (!muted()) return;
+  // Also when not muted: the poller's lease of the context ends (Progress::unlend).
   // Not under mu_ (a pass holds it across socket I/O): progress_ is set before link_ goes Up.
   if (link() != Link::Waiting && progress_) progress_->unpoll(this);
 }

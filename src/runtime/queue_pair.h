@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "engine/qp.h"
 #include "runtime/connection.h"
@@ -61,13 +62,13 @@ class QueuePair {
   // One pass (Connection::progress): true if bytes moved. Waits for a pass another thread runs.
   bool progress();
   // Progress's pass: what it moved, whether it was cut short (Connection::cut_short), and
-  // whether the receive side is still open.
+  // whether the receive side is still open. Of a muted QP (its poller reads), the transmit
+  // half only. Without wait (a lender's pass, Progress::lend), nullopt if another thread holds
+  // the QP.
   struct PassResult {
     bool moved = false, cut_short = false, rx_open = false;
   };
-  PassResult pass();
-  // Progress's pass of a muted QP (its poller reads): the transmit half only.
-  PassResult transmit_pass();
+  std::optional<PassResult> run_pass(bool muted, bool wait);
   // A pass in this thread unless another thread holds the QP: then that thread's pass moves
   // the bytes. After posting (posted), only the transmit half runs here (the send goes out in
   // the poster's sendmsg), and if another thread holds the QP it may be past its transmit
@@ -84,6 +85,9 @@ class QueuePair {
   // leaving (it will sleep on a completion event). handback(): after a poll that found
   // completions; a muted QP that awaits no more goes back to Progress at once (its application
   // may now spin on memory for a Write, polling nothing).
+  // The Progress an empty poll lends its time to (Progress::lend), once attached.
+  Progress* lender_target() const { return link() == Link::Up ? progress_ : nullptr; }
+  bool awaits_completion() const { return qp_.awaits_completion(); }
   bool polled_since(int64_t ns) const {
     return polled_at_ns_.load(std::memory_order_relaxed) >= ns;
   }
@@ -125,6 +129,10 @@ class QueuePair {
   std::atomic<bool> muted_{false};  // written by Progress under its mutex
 };
 
+// Progress::lend / unlend (runtime/progress.h is not included here).
+bool progress_lend(Progress* p);
+void progress_unlend(Progress* p);
+
 // An application's poll of a CQ, as ibv_poll_cq runs it over the QueuePairs that complete
 // into it. take() takes what the CQ holds (at most what the caller asked for) and returns how
 // many; each_qp(f) calls f(QueuePair&) for every QP of the CQ (under whatever keeps that set
@@ -136,12 +144,26 @@ class QueuePair {
 template <typename Take, typename EachQp>
 size_t poll_driving(Take&& take, EachQp&& each_qp) {
   size_t n = take();
+  Progress* progress = nullptr;  // the context's: it outlives every QP of the CQ
   if (n == 0) {
     bool moved = false;
-    each_qp([&](QueuePair& q) { moved |= q.drive(false); });
+    each_qp([&](QueuePair& q) {
+      moved |= q.drive(false);
+      if (!progress) progress = q.lender_target();
+    });
+    // After the walk: a lender's pass may complete into this CQ, or end a QP of it.
+    if (!moved && progress) moved = progress_lend(progress);
     if (moved) n = take();
   }
-  if (n > 0) each_qp([](QueuePair& q) { q.handback(); });
+  if (n > 0) {
+    bool awaits = false;
+    each_qp([&](QueuePair& q) {
+      q.handback();
+      awaits |= q.awaits_completion();
+      if (!progress) progress = q.lender_target();
+    });
+    if (!awaits && progress) progress_unlend(progress);
+  }
   return n;
 }
 

@@ -280,6 +280,16 @@ class CountedTcpStream final : public transport::ByteStream {
   const std::thread::id creator_ = std::this_thread::get_id();
 };
 
+// A loopback TCP connection: *lfd listens, *peer is the test's end; returns the accepted end.
+int loopback_connection(int* lfd, int* peer) {
+  uint16_t port = 0;
+  *lfd = transport::tcp_listen("127.0.0.1", 0, &port);
+  *peer = transport::tcp_connect("127.0.0.1", port, 2000);
+  const int fd = transport::tcp_accept(*lfd, 2000);
+  EXPECT_GE(fd, 0);
+  return fd;
+}
+
 // A QP of a Progress thread with a 300 ms poller grace, over loopback TCP, whose peer sends
 // 64-byte RDMA Writes into `region`.
 struct PolledQp {
@@ -294,11 +304,7 @@ struct PolledQp {
   CountedTcpStream* stream = nullptr;  // Owned by qp's Connection.
 
   explicit PolledQp(bool with_recv, const ProgressKnobs& knobs = ProgressKnobs{kGrace}) : p(knobs) {
-    uint16_t port = 0;
-    lfd = transport::tcp_listen("127.0.0.1", 0, &port);
-    peer = transport::tcp_connect("127.0.0.1", port, 2000);
-    const int fd = transport::tcp_accept(lfd, 2000);
-    EXPECT_GE(fd, 0);
+    const int fd = loopback_connection(&lfd, &peer);
     engine::ConnParams params;
     params.initiator = true;
     params.crc = false;  // as write_fpdu encodes it
@@ -533,6 +539,94 @@ TEST(ProgressTest, WithinTheSpinTheThreadPlacesWithoutSleeping) {
       EXPECT_GE(sleeps, 5) << "the thread should sleep between Writes 5 ms apart";
     else
       EXPECT_LE(sleeps, 1) << "the thread slept within its spin";
+  }
+}
+
+// A second QP of t's Progress thread, over loopback TCP, that the test polls as an application
+// polls its CQ (poll_driving): nothing arrives for it, so each poll finds nothing.
+struct BusyPoller {
+  int lfd = -1, peer = -1;
+  engine::test::Side side{10};
+  QueuePair qp{config_of(side, 10)};
+  explicit BusyPoller(Progress& p) {
+    const int fd = loopback_connection(&lfd, &peer);
+    engine::ConnParams params;
+    params.initiator = true;
+    EXPECT_EQ(qp.attach(std::make_unique<transport::TcpStream>(fd), params, &p), 0);
+  }
+  ~BusyPoller() {
+    qp.leave_progress();
+    close(peer);
+    close(lfd);
+  }
+  size_t poll() {
+    std::vector<engine::Completion> out(16);
+    return poll_driving([&] { return side.scq.poll(out); }, [&](auto&& f) { f(qp); });
+  }
+  // Polls until *p == v or `limit` passed.
+  bool poll_until(const volatile uint8_t* p, uint8_t v, std::chrono::milliseconds limit) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (*p != v)
+      if (poll(), std::chrono::steady_clock::now() - t0 > limit) return false;
+    return true;
+  }
+};
+
+// An application thread that busy-polls one QP does the Progress thread's work for the others
+// of its context (Progress::lend): Writes to a QP nobody polls are placed while the thread
+// stays asleep. Without lending the thread wakes for each of them.
+TEST(ProgressTest, ABusyPollerPlacesOtherQpsWritesWhileTheThreadSleeps) {
+  for (const auto lend : {0us, 20us}) {
+    SCOPED_TRACE(lend.count());
+    PolledQp t(false, ProgressKnobs{PolledQp::kGrace, 0ms, lend});
+    BusyPoller poller(t.p);
+    t.send_write(1);
+    ASSERT_TRUE(poller.poll_until(t.first, 1, 2000ms));
+    const long before = progress_thread_sleeps();
+    for (uint8_t v = 2; v < 12; ++v) {
+      ASSERT_TRUE(poller.poll_until(t.first, v - 1, 5ms) || *t.first == v - 1);
+      const auto t0 = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - t0 < 5ms) poller.poll();
+      t.send_write(v);
+      ASSERT_TRUE(poller.poll_until(t.first, v, 2000ms));
+    }
+    const long sleeps = progress_thread_sleeps() - before;
+    if (lend == 0us)
+      EXPECT_GE(sleeps, 5) << "without lending the thread should wake for each Write";
+    else
+      EXPECT_LE(sleeps, 1) << "the thread woke for Writes a busy poller could place";
+  }
+}
+
+// The lease ends at once when the application stops polling: on unpoll (it arms its CQ), and
+// after a poll that took completions when its QPs await no more (it may now spin on memory).
+// The thread then places the next Write without waiting out the grace.
+TEST(ProgressTest, ThePollersLeaseEndsWhenItStopsPolling) {
+  for (const bool arm : {true, false}) {
+    SCOPED_TRACE(arm ? "unpoll" : "completion");
+    PolledQp t(false);
+    BusyPoller poller(t.p);
+    std::vector<uint8_t> src(8, 0x5a);
+    const memory::Stag k = poller.side.reg_mr(src, 0);
+    for (int i = 0; i < 200; ++i) EXPECT_EQ(poller.poll(), 0u);
+    if (arm) {
+      poller.qp.unpoll();
+    } else {
+      engine::SendWr w;
+      w.wr_id = 7;
+      w.flags = engine::kSendSignaled;
+      w.num_sge = 1;
+      w.sg_list[0] = engine::test::sge_of(src, k);
+      ASSERT_EQ(poller.qp.post_send(w), 0);
+      poller.qp.drive(true);
+      const auto t0 = std::chrono::steady_clock::now();
+      while (poller.poll() == 0) ASSERT_LT(std::chrono::steady_clock::now() - t0, 2s);
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    t.send_write(0x21);
+    EXPECT_TRUE(becomes(t.first, 0x21, 2000ms));
+    EXPECT_LT(std::chrono::steady_clock::now() - t1, PolledQp::kGrace / 2)
+        << "the thread waited out the grace of a poller that had stopped";
   }
 }
 
