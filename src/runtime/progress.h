@@ -26,18 +26,20 @@
 // poller that stops polling a QP that still awaits a completion, without arming its CQ (it
 // spins on memory for a Write), waits at most one grace period for this thread to take over.
 //
-// A busy poller also lends its time to the whole context (lend()): an empty poll that finds
-// nothing to read of its own QPs looks for the context's readiness itself (one epoll_wait
-// without a timeout, at most once per lend interval) and runs the passes this thread would
-// run: it answers a Read or places a Write on another QP (perftest's servers poll the CQ of
-// their rdma_cm exchange while the peer streams into another QP; an MPI rank polls while
+// A busy poller that awaits its peer's bytes also lends its time to the whole context (lend(),
+// from runtime::poll_driving): an empty poll looks for the context's readiness itself (one
+// epoll_wait without a timeout, at most once per lend interval) and runs the passes this
+// thread would run: it answers a Read or places a Write on another QP (perftest's servers poll the
+// CQ of their rdma_cm exchange while the peer streams into another QP; an MPI rank polls while
 // one-sided traffic lands). Meanwhile this thread sleeps on its doorbell alone, so the events
 // the poller handles cost no wakeup: that wakeup, a context switch that preempts the spinning
 // poller, is what a pass here costs most when the CPUs are busy. A lender's passes never wait
 // for a QP another thread holds (that thread moves its bytes). The lease ends when the
 // application arms its CQ (unpoll), when a poll takes completions and its QPs await no more
-// (unlend: the application may now spin on memory, polling nothing), or one grace period
-// after the last empty poll; the thread then takes the epoll set back and reads what came.
+// from the peer (unlend: the application may now spin on memory, polling nothing), or one
+// grace period after the last empty poll; the thread then takes the epoll set back and reads
+// what came. A poller reaping only its Send and Write completions never lends: it may stop
+// polling at any moment (ib_write_lat polls for each Write, then spins on memory).
 #pragma once
 
 #include <atomic>

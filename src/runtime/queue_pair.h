@@ -87,7 +87,7 @@ class QueuePair {
   // may now spin on memory for a Write, polling nothing).
   // The Progress an empty poll lends its time to (Progress::lend), once attached.
   Progress* lender_target() const { return link() == Link::Up ? progress_ : nullptr; }
-  bool awaits_completion() const { return qp_.awaits_completion(); }
+  bool awaits_inbound() const { return qp_.awaits_inbound(); }
   bool polled_since(int64_t ns) const {
     return polled_at_ns_.load(std::memory_order_relaxed) >= ns;
   }
@@ -138,28 +138,34 @@ void progress_unlend(Progress* p);
 // many; each_qp(f) calls f(QueuePair&) for every QP of the CQ (under whatever keeps that set
 // stable). Found nothing: one pass over the QPs in this thread (drive(false): it marks them
 // polled, so Progress leaves their reading to this poller while they await a completion the
-// peer's bytes bring, and reads those Progress left to it), and a second look if bytes moved. Found
-// something: each QP that awaits nothing more goes back to Progress (handback). One rule for the
-// provider and the host endpoint.
+// peer's bytes bring, and reads those Progress left to it), and a second look if bytes moved.
+// If a QP of the CQ awaits such a completion, the poller will poll until the peer's bytes come:
+// it also does Progress's work for the other QPs of the context meanwhile (Progress::lend). A
+// poller that reaps only its Send and Write completions lends nothing: it may stop at any
+// moment and spin on memory. Found something: each QP that awaits nothing more goes back to
+// Progress (handback), and once no QP of the CQ awaits a completion from the peer the lease
+// ends (Progress::unlend). One rule for the provider and the host endpoint.
 template <typename Take, typename EachQp>
 size_t poll_driving(Take&& take, EachQp&& each_qp) {
   size_t n = take();
   Progress* progress = nullptr;  // the context's: it outlives every QP of the CQ
+  bool awaits = false;           // a QP of the CQ awaits a completion only the peer brings
   if (n == 0) {
     bool moved = false;
     each_qp([&](QueuePair& q) {
       moved |= q.drive(false);
+      awaits |= q.awaits_inbound();
       if (!progress) progress = q.lender_target();
     });
     // After the walk: a lender's pass may complete into this CQ, or end a QP of it.
-    if (!moved && progress) moved = progress_lend(progress);
+    if (!moved && awaits && progress) moved = progress_lend(progress);
     if (moved) n = take();
   }
   if (n > 0) {
-    bool awaits = false;
+    awaits = false;
     each_qp([&](QueuePair& q) {
       q.handback();
-      awaits |= q.awaits_completion();
+      awaits |= q.awaits_inbound();
       if (!progress) progress = q.lender_target();
     });
     if (!awaits && progress) progress_unlend(progress);

@@ -543,16 +543,34 @@ TEST(ProgressTest, WithinTheSpinTheThreadPlacesWithoutSleeping) {
 }
 
 // A second QP of t's Progress thread, over loopback TCP, that the test polls as an application
-// polls its CQ (poll_driving): nothing arrives for it, so each poll finds nothing.
+// polls its CQs (poll_driving) for a receive: until its peer sends, each poll finds nothing.
 struct BusyPoller {
   int lfd = -1, peer = -1;
   engine::test::Side side{10};
+  std::vector<uint8_t> sink = std::vector<uint8_t>(64);
   QueuePair qp{config_of(side, 10)};
   explicit BusyPoller(Progress& p) {
     const int fd = loopback_connection(&lfd, &peer);
     engine::ConnParams params;
     params.initiator = true;
+    params.crc = false;  // as send_fpdu encodes it
     EXPECT_EQ(qp.attach(std::make_unique<transport::TcpStream>(fd), params, &p), 0);
+    engine::RecvWr r;
+    r.num_sge = 1;
+    r.sg_list[0] = engine::test::sge_of(sink, side.reg_mr(sink, memory::kLocalWrite));
+    EXPECT_EQ(qp.post_recv(r), 0);
+  }
+  // The peer's Send of 8 bytes (MSN 1), which takes the posted receive.
+  void peer_sends() {
+    wire::SegmentHeader h;
+    h.last = true;
+    h.rdmap_control = wire::rdmap_control(wire::Opcode::Send);
+    h.msn = 1;
+    std::vector<uint8_t> ulpdu(wire::segment_header_size(false) + 8, 0x42);
+    wire::encode_segment_header(ulpdu.data(), h);
+    std::vector<uint8_t> f(wire::fpdu_size(ulpdu.size()));
+    wire::encode_fpdu(f, 0, ulpdu, false, false);
+    ASSERT_EQ(write(peer, f.data(), f.size()), ssize_t(f.size()));
   }
   ~BusyPoller() {
     qp.leave_progress();
@@ -561,7 +579,12 @@ struct BusyPoller {
   }
   size_t poll() {
     std::vector<engine::Completion> out(16);
-    return poll_driving([&] { return side.scq.poll(out); }, [&](auto&& f) { f(qp); });
+    return poll_driving(
+        [&] {
+          const size_t n = side.scq.poll(out);
+          return n + side.rcq.poll(std::span(out).subspan(n));
+        },
+        [&](auto&& f) { f(qp); });
   }
   // Polls until *p == v or `limit` passed.
   bool poll_until(const volatile uint8_t* p, uint8_t v, std::chrono::milliseconds limit) {
@@ -572,9 +595,9 @@ struct BusyPoller {
   }
 };
 
-// An application thread that busy-polls one QP does the Progress thread's work for the others
-// of its context (Progress::lend): Writes to a QP nobody polls are placed while the thread
-// stays asleep. Without lending the thread wakes for each of them.
+// An application thread that busy-polls one QP for a receive does the Progress thread's work
+// for the others of its context (Progress::lend): Writes to a QP nobody polls are placed while
+// the thread stays asleep. Without lending the thread wakes for each of them.
 TEST(ProgressTest, ABusyPollerPlacesOtherQpsWritesWhileTheThreadSleeps) {
   for (const auto lend : {0us, 20us}) {
     SCOPED_TRACE(lend.count());
@@ -599,28 +622,21 @@ TEST(ProgressTest, ABusyPollerPlacesOtherQpsWritesWhileTheThreadSleeps) {
 }
 
 // The lease ends at once when the application stops polling: on unpoll (it arms its CQ), and
-// after a poll that took completions when its QPs await no more (it may now spin on memory).
-// The thread then places the next Write without waiting out the grace.
+// after a poll that took the last completion its QPs awaited from the peer (it may now spin on
+// memory). The thread then places the next Write without waiting out the grace.
 TEST(ProgressTest, ThePollersLeaseEndsWhenItStopsPolling) {
   for (const bool arm : {true, false}) {
     SCOPED_TRACE(arm ? "unpoll" : "completion");
     PolledQp t(false);
     BusyPoller poller(t.p);
-    std::vector<uint8_t> src(8, 0x5a);
-    const memory::Stag k = poller.side.reg_mr(src, 0);
     for (int i = 0; i < 200; ++i) EXPECT_EQ(poller.poll(), 0u);
     if (arm) {
       poller.qp.unpoll();
     } else {
-      engine::SendWr w;
-      w.wr_id = 7;
-      w.flags = engine::kSendSignaled;
-      w.num_sge = 1;
-      w.sg_list[0] = engine::test::sge_of(src, k);
-      ASSERT_EQ(poller.qp.post_send(w), 0);
-      poller.qp.drive(true);
+      poller.peer_sends();
       const auto t0 = std::chrono::steady_clock::now();
       while (poller.poll() == 0) ASSERT_LT(std::chrono::steady_clock::now() - t0, 2s);
+      ASSERT_EQ(poller.sink[0], 0x42);
     }
     const auto t1 = std::chrono::steady_clock::now();
     t.send_write(0x21);
@@ -628,6 +644,22 @@ TEST(ProgressTest, ThePollersLeaseEndsWhenItStopsPolling) {
     EXPECT_LT(std::chrono::steady_clock::now() - t1, PolledQp::kGrace / 2)
         << "the thread waited out the grace of a poller that had stopped";
   }
+}
+
+// A poller that only reaps its Send and Write completions lends nothing: having polled, it may
+// spin on memory for its peer's Write (ib_write_lat), and only the thread places that.
+TEST(ProgressTest, APollerReapingItsOwnSendsLeavesTheThreadAwake) {
+  PolledQp t(false);
+  BusyPoller poller(t.p);
+  poller.peer_sends();  // takes the poller's one receive: it awaits nothing from its peer now
+  const auto t0 = std::chrono::steady_clock::now();
+  while (poller.poll() == 0) ASSERT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(poller.poll(), 0u);
+  const auto t1 = std::chrono::steady_clock::now();
+  t.send_write(0x31);
+  EXPECT_TRUE(becomes(t.first, 0x31, 2000ms));
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, PolledQp::kGrace / 2)
+      << "a poller that awaits nothing from its peer kept the thread parked";
 }
 
 }  // namespace
