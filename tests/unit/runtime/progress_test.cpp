@@ -328,6 +328,15 @@ struct PolledQp {
   void pass_ended() {
     qp.with_engine([](engine::Qp&) {});
   }
+  // The thread's first pass (attach queues one) has read the empty socket and ended: a pass
+  // still reading when the test's bytes arrive would read them whatever the test polled.
+  void first_pass_ended() {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (stream->reads.load() == 0 && std::chrono::steady_clock::now() - t0 < 2s)
+      std::this_thread::sleep_for(1ms);
+    EXPECT_GT(stream->reads.load(), 0) << "the thread's first pass did not read";
+    pass_ended();
+  }
   void send_write(uint8_t fill) {
     const std::vector<uint8_t> f =
         write_fpdu(k, reinterpret_cast<uintptr_t>(region.data()), region.size(), fill);
@@ -419,6 +428,7 @@ TEST(ProgressTest, AnEmptyPollReadsOnlyAQpMutedForIt) {
 TEST(ProgressTest, TheFinOfAPolledQpIsLeftToItsPoller) {
   for (const bool leave : {false, true}) {
     PolledQp t(true);
+    t.first_pass_ended();
     t.qp.drive(false);
     t.send_write(0x77);
     ASSERT_EQ(shutdown(t.peer, SHUT_WR), 0);
