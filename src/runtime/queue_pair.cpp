@@ -67,14 +67,6 @@ std::optional<QueuePair::PassResult> QueuePair::run_pass(bool muted, bool wait) 
   return PassResult{moved, conn_->cut_short(), !conn_->rx_closed()};
 }
 
-bool progress_lend(Progress* p) {
-  return p->lend();
-}
-
-void progress_unlend(Progress* p) {
-  p->unlend();
-}
-
 int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())

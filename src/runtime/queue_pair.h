@@ -19,11 +19,10 @@
 
 #include "engine/qp.h"
 #include "runtime/connection.h"
+#include "runtime/progress.h"
 #include "transport/byte_stream.h"
 
 namespace uiw::runtime {
-
-class Progress;
 
 // Where a QP's connection is. Waiting: no stream yet (sends queue up in the engine); Up: the
 // engine runs on its stream; Down: aborted, nothing moves any more.
@@ -85,9 +84,6 @@ class QueuePair {
   // leaving (it will sleep on a completion event). handback(): after a poll that found
   // completions; a muted QP that awaits no more goes back to Progress at once (its application
   // may now spin on memory for a Write, polling nothing).
-  // The Progress an empty poll lends its time to (Progress::lend), once attached.
-  Progress* lender_target() const { return link() == Link::Up ? progress_ : nullptr; }
-  bool awaits_inbound() const { return qp_.awaits_inbound(); }
   bool polled_since(int64_t ns) const {
     return polled_at_ns_.load(std::memory_order_relaxed) >= ns;
   }
@@ -98,6 +94,9 @@ class QueuePair {
   }
   // Progress does not wake for its readability (runtime/progress.h).
   bool muted() const { return muted_.load(std::memory_order_relaxed); }
+  // The Progress an empty poll lends its time to (Progress::lend), once attached.
+  Progress* lender_target() const { return link() == Link::Up ? progress_ : nullptr; }
+  bool awaits_inbound() const { return qp_.awaits_inbound(); }
 
   void close();  // graceful: finish the queued sends, then FIN (the next passes do it)
   void abort();  // flush every WR; the stream is reset. Leaves Progress first.
@@ -129,10 +128,6 @@ class QueuePair {
   std::atomic<bool> muted_{false};  // written by Progress under its mutex
 };
 
-// Progress::lend / unlend (runtime/progress.h is not included here).
-bool progress_lend(Progress* p);
-void progress_unlend(Progress* p);
-
 // An application's poll of a CQ, as ibv_poll_cq runs it over the QueuePairs that complete
 // into it. take() takes what the CQ holds (at most what the caller asked for) and returns how
 // many; each_qp(f) calls f(QueuePair&) for every QP of the CQ (under whatever keeps that set
@@ -158,7 +153,7 @@ size_t poll_driving(Take&& take, EachQp&& each_qp) {
       if (!progress) progress = q.lender_target();
     });
     // After the walk: a lender's pass may complete into this CQ, or end a QP of it.
-    if (!moved && awaits && progress) moved = progress_lend(progress);
+    if (!moved && awaits && progress) moved = progress->lend();
     if (moved) n = take();
   }
   if (n > 0) {
@@ -168,7 +163,7 @@ size_t poll_driving(Take&& take, EachQp&& each_qp) {
       awaits |= q.awaits_inbound();
       if (!progress) progress = q.lender_target();
     });
-    if (!awaits && progress) progress_unlend(progress);
+    if (!awaits && progress) progress->unlend();
   }
   return n;
 }
