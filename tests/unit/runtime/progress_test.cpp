@@ -33,6 +33,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Set in a test's polling thread: EndlessWrites counts the reads it makes (a lender's passes)
+// and makes each last a while, so that the test can catch one in progress.
+thread_local bool tl_polling_thread = false;
+
 // Reads return RDMA Write FPDUs (CRC off) into stag at offset 0, forever; writes take all.
 class EndlessWrites final : public transport::ByteStream {
  public:
@@ -49,6 +53,10 @@ class EndlessWrites final : public transport::ByteStream {
     wire::encode_fpdu(fpdu_, 0, ulpdu, false, false);
   }
   transport::IoResult readv(const iovec* iov, int n) override {
+    if (tl_polling_thread) {
+      poller_reading = true;
+      std::this_thread::sleep_for(50us);
+    }
     size_t total = 0;
     for (int i = 0; i < n; ++i) {
       auto* p = static_cast<uint8_t*>(iov[i].iov_base);
@@ -62,6 +70,10 @@ class EndlessWrites final : public transport::ByteStream {
       }
     }
     reads++;
+    if (tl_polling_thread) {
+      poller_reads++;
+      poller_reading = false;
+    }
     return {transport::IoStatus::Ok, total, 0};
   }
   transport::IoResult writev(const iovec* iov, int n) override {
@@ -74,6 +86,8 @@ class EndlessWrites final : public transport::ByteStream {
   void abort() override {}
   uint32_t emss() const override { return 1460; }
   std::atomic<uint64_t> reads{0};
+  std::atomic<uint64_t> poller_reads{0};    // made by a thread with tl_polling_thread set
+  std::atomic<bool> poller_reading{false};  // such a read is in progress
 
  private:
   std::vector<uint8_t> fpdu_;
@@ -540,7 +554,7 @@ TEST(ProgressTest, WithinTheSpinTheThreadPlacesWithoutSleeping) {
     ASSERT_TRUE(becomes(t.first, 1, 2000ms));
     const long before = progress_thread_sleeps();
     for (uint8_t v = 2; v < 12; ++v) {
-      std::this_thread::sleep_for(5ms);
+      std::this_thread::sleep_for(50us);
       t.send_write(v);
       ASSERT_TRUE(becomes(t.first, v, 2000ms));
     }
@@ -681,6 +695,39 @@ TEST(ProgressTest, APollerReapingItsOwnSendsLeavesTheThreadAwake) {
   EXPECT_TRUE(becomes(t.first, 0x31, 2000ms));
   EXPECT_LT(std::chrono::steady_clock::now() - t1, PolledQp::kGrace / 2)
       << "a poller that awaits nothing from its peer kept the thread parked";
+}
+
+// Another thread removes and destroys a QP whose passes a busy poller runs (lend) while the
+// poller goes on: remove() waits for a lender's pass of it as for the thread's, and no pass
+// touches it afterwards (under ASan or TSan a pass that outlived the QP is a report). The QP's
+// own lock, which remove() briefly takes first, covers most of the window: hence ten rounds.
+TEST(ProgressTest, AQpALenderDrivesIsRemovedWhileThePollerGoesOn) {
+  Progress p(ProgressKnobs{PolledQp::kGrace, 0ms, 20us});
+  BusyPoller poller(p);
+  std::atomic<bool> stop{false};
+  std::thread polling([&] {
+    tl_polling_thread = true;
+    while (!stop.load()) poller.poll();
+  });
+  for (uint32_t round = 1; round <= 10; ++round) {
+    SCOPED_TRACE(round);
+    auto endless = std::make_unique<Endless>(round, p);
+    EndlessWrites* stream = endless->stream;
+    const auto t0 = std::chrono::steady_clock::now();
+    while (stream->poller_reads.load() < 10 && std::chrono::steady_clock::now() - t0 < 5s)
+      std::this_thread::sleep_for(1ms);
+    ASSERT_GE(stream->poller_reads.load(), 10u) << "the poller ran no passes of the other QP";
+    while (!stream->poller_reading.load()) {
+    }
+    if (!returns_within(2000ms, [&] { endless->qp->leave_progress(); })) std::abort();
+    EXPECT_FALSE(stream->poller_reading.load()) << "remove() returned during a lender's pass";
+    const uint64_t after = stream->reads.load();
+    std::this_thread::sleep_for(5ms);
+    EXPECT_EQ(stream->reads.load(), after) << "a pass ran after remove() returned";
+    endless.reset();  // the QP, its Connection and stream go while the poller still polls
+  }
+  stop = true;
+  polling.join();
 }
 
 }  // namespace
