@@ -612,6 +612,12 @@ int main() {
   const char* spins = getenv("UIW_BENCH_SPINS");
   const std::string modes =
       getenv("UIW_BENCH_MODES") ? getenv("UIW_BENCH_MODES") : "busy,blocking,progress";
+  // Rows to run, by test name ("send lat,write bw"); all by default. One row alone is what a
+  // profile of it needs.
+  const std::string tests = getenv("UIW_BENCH_TESTS") ? getenv("UIW_BENCH_TESTS") : "";
+  auto wanted = [&](const char* test) {
+    return tests.empty() || tests.find(test) != std::string::npos;
+  };
   std::printf(
       "uiw engine benchmark: two processes over loopback TCP, %.1f s per bandwidth point, %d "
       "ping-pong round trips per latency pair, %d pairs per latency row, %ld CPUs\n",
@@ -647,15 +653,21 @@ int main() {
       for (const size_t size : {size_t{64} << 10, size_t{1} << 20}) {
         const char* sz = size == (64 << 10) ? "64KiB" : "1MiB";
         // Baseline first, then uiw (C++ leaves the order of function arguments open).
-        Result tcp = tcp_bandwidth(size);
-        row("write bw", sz, crc, uiw_one_sided_bw(crc, size, WrOpcode::RdmaWrite), tcp, true);
-        tcp = tcp_bandwidth(size);
-        row("read bw", sz, crc, uiw_one_sided_bw(crc, size, WrOpcode::RdmaRead), tcp, true);
-        tcp = tcp_bandwidth(size);
-        row("send bw", sz, crc, uiw_send_bw(crc, size), tcp, true);
+        if (wanted("write bw")) {
+          const Result tcp = tcp_bandwidth(size);
+          row("write bw", sz, crc, uiw_one_sided_bw(crc, size, WrOpcode::RdmaWrite), tcp, true);
+        }
+        if (wanted("read bw")) {
+          const Result tcp = tcp_bandwidth(size);
+          row("read bw", sz, crc, uiw_one_sided_bw(crc, size, WrOpcode::RdmaRead), tcp, true);
+        }
+        if (wanted("send bw")) {
+          const Result tcp = tcp_bandwidth(size);
+          row("send bw", sz, crc, uiw_send_bw(crc, size), tcp, true);
+        }
       }
-      lat_row("send lat", crc, uiw_send_lat);
-      lat_row("write lat", crc, uiw_write_lat);
+      if (wanted("send lat")) lat_row("send lat", crc, uiw_send_lat);
+      if (wanted("write lat")) lat_row("write lat", crc, uiw_write_lat);
     }
   }
   std::printf("ratio: uiw / raw TCP (bandwidth: higher is better; latency: lower is better)\n");
