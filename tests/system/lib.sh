@@ -134,17 +134,42 @@ run_fg() {
 }
 
 # wait_cm_listen PORT [SECS]: waits until an rdma_cm id listens on PORT (any device, any
-# address). Needed before starting a client: a server under TCG can take seconds to start.
+# address) and every iWARP device listening there has its own listener up (iw_listeners_up).
+# Needed before starting a client: a server under TCG can take seconds to start.
 wait_cm_listen() {
   local port=$1 secs=${2:-30} i
   for ((i = 0; i < secs * 5; i++)); do
     rdma res show cm_id 2>/dev/null | grep -Eq "state LISTEN .*src-addr [^ ]*:$port( |$)" &&
-      return 0
+      iw_listeners_up "$port" && return 0
     sleep 0.2
   done
   rdma res show cm_id >&2 || true
+  ss -Hln -t --sctp >&2 || true
   show_exited_bg
   fail "no rdma_cm listener on port $port after ${secs}s"
+}
+
+# iw_listeners_up PORT: each iWARP device (node_type rnic) whose rdma_cm id listens on PORT
+# has its own TCP or SCTP listener there. rdma_listen() marks the ids LISTEN before each
+# provider listens (cma_listen_on_all, then iw_cm_listen), and a connection in between is
+# refused: the client's rdma_cm reports REJECTED, -ECONNREFUSED (and perftest 4.5 then dies
+# of a general protection fault in librdmacm). A wildcard listener is bound to the device's
+# netdev (ss: 0.0.0.0%NETDEV:PORT), one for an address shows ADDR:PORT. Devices whose netdev
+# is in another network namespace are not judged here (wait_dev_listen is).
+iw_listeners_up() {
+  local port=$1 dev addr nd host listening
+  listening=$(ss -Hln -t --sctp 2>/dev/null) || return 1
+  while read -r dev addr; do
+    rdma dev show "$dev" 2>/dev/null | grep -q "node_type rnic" || continue
+    nd=$(rdma link show "$dev/1" 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
+    [ -n "$nd" ] && ip link show "$nd" >/dev/null 2>&1 || continue
+    host=${addr%:*}
+    case $host in
+      0.0.0.0 | "[::]" | ::) grep -q "%$nd:$port " <<<"$listening" || return 1 ;;
+      *) grep -Fq "$host" <<<"$(grep ":$port " <<<"$listening")" || return 1 ;;
+    esac
+  done < <(rdma res show cm_id 2>/dev/null |
+    sed -n "s|^link \([^/ ]*\)/[^ ]* .*state LISTEN .* src-addr \([^ ]*:$port\)\( .*\)\{0,1\}$|\1 \2|p")
 }
 
 # DEV_NETNS: the network namespace of a device whose netdev is not in init_net (set by the
@@ -156,7 +181,7 @@ netns_of() {
   [ -z "${DEV_NETNS[$1]:-}" ] || NETNS_EXEC=(ip netns exec "${DEV_NETNS[$1]}")
 }
 
-# wait_dev_listen DEV PORT: waits until RDMA device DEV's own TCP listener on PORT is there
+# wait_dev_listen DEV PORT: waits until RDMA device DEV's own TCP (or SCTP) listener on PORT is there
 # (in the namespace of DEV's netdev). wait_cm_listen is not enough before connecting
 # to DEV: rdma_listen() marks the id LISTEN first and then has every device's provider
 # listen (cma_listen_on_all), and a connection in between is refused (the client's rdma_cm
@@ -168,10 +193,10 @@ wait_dev_listen() {
   nd=$("${run_in[@]}" rdma link show "$dev/1" 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
   [ -n "$nd" ] || fail "wait_dev_listen: no netdev for $dev"
   for ((i = 0; i < 150; i++)); do
-    "${run_in[@]}" ss -Hltn "sport = :$port" | grep -q "%$nd:$port " && return 0
+    "${run_in[@]}" ss -Hln -t --sctp "sport = :$port" | grep -q "%$nd:$port " && return 0
     sleep 0.2
   done
-  "${run_in[@]}" ss -Hltn "sport = :$port" >&2 || true
+  "${run_in[@]}" ss -Hln -t --sctp "sport = :$port" >&2 || true
   show_exited_bg
   fail "$dev ($nd) does not listen on TCP port $port"
 }
