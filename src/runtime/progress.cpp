@@ -2,8 +2,10 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +25,11 @@ namespace {
 constexpr uint32_t kWatch = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP;
 constexpr uint32_t kWatchMuted = EPOLLOUT | EPOLLET | EPOLLRDHUP;
 
+// unlend(false) takes effect this many lend intervals later: long enough for an application
+// to post its next request and poll again (tens of us under TCG), short enough for one that
+// now spins on memory instead.
+constexpr int64_t kLateUnlendIntervals = 5;
+
 std::chrono::microseconds env_us(const char* name, std::chrono::microseconds fallback) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
@@ -32,28 +39,39 @@ std::chrono::microseconds env_us(const char* name, std::chrono::microseconds fal
   return std::chrono::microseconds(us);
 }
 
+bool env_flag(const char* name, bool fallback) {
+  const char* v = std::getenv(name);
+  if (!v || (v[0] != '0' && v[0] != '1') || v[1]) return fallback;
+  return v[0] == '1';
+}
+
 }  // namespace
 
 ProgressKnobs ProgressKnobs::from_env() {
   const ProgressKnobs defaults;
   return {env_us("UIW_POLLER_GRACE_US", defaults.poller_grace),
           env_us("UIW_PROGRESS_SPIN_US", defaults.spin),
-          env_us("UIW_POLLER_LEND_US", defaults.lend)};
+          env_us("UIW_POLLER_LEND_US", defaults.lend),
+          env_flag("UIW_PROGRESS_FOLLOW", defaults.follow)};
 }
 
 Progress::Progress(const ProgressKnobs& knobs)
     : epfd_(epoll_create1(EPOLL_CLOEXEC)),
       doorbell_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      lease_timer_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)),
       grace_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(knobs.poller_grace).count()),
       spin_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(knobs.spin).count()),
       lend_ns_(grace_ns_ > 0
                    ? std::chrono::duration_cast<std::chrono::nanoseconds>(knobs.lend).count()
-                   : 0) {
+                   : 0),
+      follow_(knobs.follow) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = 0;
-  if (epfd_ < 0 || doorbell_ < 0 || epoll_ctl(epfd_, EPOLL_CTL_ADD, doorbell_, &ev) != 0) {
+  if (epfd_ < 0 || doorbell_ < 0 || lease_timer_ < 0 ||
+      epoll_ctl(epfd_, EPOLL_CTL_ADD, doorbell_, &ev) != 0) {
     const int err = errno;
+    if (lease_timer_ >= 0) close(lease_timer_);
     if (doorbell_ >= 0) close(doorbell_);
     if (epfd_ >= 0) close(epfd_);
     throw std::system_error(err, std::generic_category(), "uiw progress");
@@ -67,6 +85,7 @@ Progress::~Progress() {
   stop_ = true;
   ring();
   thread_.join();
+  close(lease_timer_);
   close(doorbell_);
   close(epfd_);
 }
@@ -107,7 +126,8 @@ void Progress::kick(QueuePair* q) {
 }
 
 void Progress::unpoll(QueuePair* q) {
-  unlend();
+  unlend(true);
+  app_at_ns_.store(0, std::memory_order_relaxed);  // it will sleep on a completion event
   if (!q->muted()) return;
   std::lock_guard lock(mu_);
   auto it = qps_.find(q->progress_id_);
@@ -123,11 +143,17 @@ bool Progress::lent_recently(int64_t now) const {
 // The lease is the time of the last empty poll; the thread parks while it is within the
 // grace. Both sides write their flag before they read the other's (seq_cst): the thread
 // parked_ then lent_at_ns_, unlend() lent_at_ns_ then parked_, so either the thread sees the
-// lease ended or unlend() sees it parked and rings.
+// lease ended or unlend() sees it parked and rings (or arms the lease timer, which the
+// parked thread sleeps on too).
 bool Progress::lend() {
   if (lend_ns_ == 0) return false;
   const int64_t now = steady_ns();
   if (lent_at_ns_.load(std::memory_order_relaxed) < now) lent_at_ns_.store(now);
+  // Back before a late unlend() took effect: the thread stays parked.
+  if (lease_timer_armed_.load(std::memory_order_relaxed) && lease_timer_armed_.exchange(false)) {
+    const itimerspec off{};
+    timerfd_settime(lease_timer_, 0, &off, nullptr);
+  }
   const bool look = now - looked_at_ns_.load(std::memory_order_relaxed) >= lend_ns_;
   if (!look && !has_ready_.load(std::memory_order_relaxed)) return false;
   std::unique_lock lock(mu_, std::try_to_lock);
@@ -147,10 +173,47 @@ bool Progress::lend() {
   return moved;
 }
 
-void Progress::unlend() {
+void Progress::unlend(bool at_once) {
   if (lent_at_ns_.load(std::memory_order_relaxed) == 0) return;
   lent_at_ns_.store(0);
-  if (parked_.load()) ring();
+  if (!parked_.load()) return;
+  if (at_once) {
+    ring();
+    return;
+  }
+  const int64_t delay = kLateUnlendIntervals * lend_ns_;
+  lease_timer_armed_.store(true, std::memory_order_relaxed);
+  const itimerspec later{{0, 0}, {delay / 1'000'000'000, delay % 1'000'000'000}};
+  timerfd_settime(lease_timer_, 0, &later, nullptr);
+}
+
+void Progress::note_app_cpu() {
+  if (!follow_) return;
+  const int cpu = sched_getcpu();
+  if (cpu != app_cpu_.load(std::memory_order_relaxed))
+    app_cpu_.store(cpu, std::memory_order_relaxed);
+  app_at_ns_.store(steady_ns(), std::memory_order_relaxed);
+}
+
+// The thread sets its own affinity; the set it started with (the application's) is its home.
+// If binding fails (a cpuset changed under the process) it goes home and stops following.
+void Progress::follow_app() {
+  if (!following_) return;
+  const int cpu = app_at_ns_.load(std::memory_order_relaxed) > steady_ns() - grace_ns_
+                      ? app_cpu_.load(std::memory_order_relaxed)
+                      : -1;
+  if (cpu == on_cpu_) return;
+  cpu_set_t set = home_;
+  if (cpu >= 0 && cpu < CPU_SETSIZE) {
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+  }
+  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0) {
+    on_cpu_ = cpu;
+    return;
+  }
+  following_ = false;
+  if (on_cpu_ >= 0) pthread_setaffinity_np(pthread_self(), sizeof home_, &home_);
 }
 
 void Progress::park(std::unique_lock<std::mutex>& lock) {
@@ -158,12 +221,18 @@ void Progress::park(std::unique_lock<std::mutex>& lock) {
   parked_.store(true);
   const int64_t left = lent_at_ns_.load() - (steady_ns() - grace_ns_);
   lock.unlock();
+  follow_app();
   if (left > 0) {
-    pollfd bell{doorbell_, POLLIN, 0};
+    pollfd fds[2] = {{doorbell_, POLLIN, 0}, {lease_timer_, POLLIN, 0}};
     const timespec ts{left / 1'000'000'000, left % 1'000'000'000};
-    if (ppoll(&bell, 1, &ts, nullptr) > 0) {
+    if (ppoll(fds, 2, &ts, nullptr) > 0) {
       uint64_t v;
-      [[maybe_unused]] ssize_t r = read(doorbell_, &v, sizeof v);
+      if (fds[0].revents) [[maybe_unused]]
+        ssize_t r = read(doorbell_, &v, sizeof v);
+      if (fds[1].revents) {
+        lease_timer_armed_.store(false, std::memory_order_relaxed);
+        [[maybe_unused]] ssize_t r = read(lease_timer_, &v, sizeof v);
+      }
     }
   }
   parked_.store(false);
@@ -238,22 +307,28 @@ void Progress::ring() {
 }
 
 void Progress::run() {
+  following_ = follow_ && pthread_getaffinity_np(pthread_self(), sizeof home_, &home_) == 0;
   epoll_event evs[64];
   std::unique_lock lock(mu_);
   const int grace_ms = static_cast<int>((grace_ns_ + 999'999) / 1'000'000);
   int64_t spin_until = INT64_MIN;  // steady_ns() after the last pass that moved bytes, + spin
+  bool unparked = false;
   while (!stop_) {
     // A poller does the work (lend()): no epoll_wait here, which would wake for its events.
     if (ready_.empty() && lend_ns_ > 0 && lent_recently(steady_ns())) {
       park(lock);
+      unparked = true;
       continue;
     }
     // Within the spin after the last traffic it looks again at once, and is not asleep for
-    // kick(): whoever queues work needs no doorbell.
-    sleeping_ = ready_.empty() && (spin_ns_ == 0 || steady_ns() >= spin_until);
+    // kick(): whoever queues work needs no doorbell. So after a lease: the poller handed back
+    // the QPs it awaits nothing from (QueuePair::handback), which the look unmutes.
+    sleeping_ = !unparked && ready_.empty() && (spin_ns_ == 0 || steady_ns() >= spin_until);
+    unparked = false;
     // Asleep with muted QPs, it still looks at them once per grace period.
     const int timeout = !sleeping_ ? 0 : muted_.empty() ? -1 : grace_ms;
     lock.unlock();
+    if (timeout != 0) follow_app();
     const int n = epoll_wait(epfd_, evs, 64, timeout);
     lock.lock();
     sleeping_ = false;

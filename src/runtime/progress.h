@@ -35,12 +35,16 @@
 // the poller handles cost no wakeup: that wakeup, a context switch that preempts the spinning
 // poller, is what a pass here costs most when the CPUs are busy. A lender's passes never wait
 // for a QP another thread holds (that thread moves its bytes). The lease ends when the
-// application arms its CQ (unpoll), when a poll takes completions and its QPs await no more
-// from the peer (unlend: the application may now spin on memory, polling nothing), or one
-// grace period after the last empty poll; the thread then takes the epoll set back and reads
-// what came. A poller reaping only its Send and Write completions never lends: it may stop
-// polling at any moment (ib_write_lat polls for each Write, then spins on memory).
+// application arms its CQ (unpoll), a few lend intervals after a poll that took completions
+// when its QPs await no more from the peer, unless it polls for more by then (unlend: the
+// application may now spin on memory, polling nothing; a ping-pong polls again at once), or
+// one grace period after the last empty poll; the thread then takes the epoll set back,
+// unmutes the QPs that await nothing more and reads what came. A poller reaping only its Send and
+// Write completions never lends: it may stop polling at any moment (ib_write_lat polls for each
+// Write, then spins on memory).
 #pragma once
+
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -70,12 +74,21 @@ class QueuePair;
 // poller at most this long, where a wakeup of this thread would cost a context switch (tens
 // of us on two busy CPUs, hundreds in the test VM). Zero: pollers never lend, this thread
 // does all the context's work.
+//
+// follow: while the application runs (it posted or reaped completions within the poller
+// grace, and has not armed a CQ since), the thread sleeps on the CPU that application thread
+// last ran on, so that its wakeup preempts its own application (a switch within one address
+// space) rather than whatever runs on the CPU the kernel picks: a wakeup from the softirq of
+// a local sender lands on the sender's CPU (a sync wakeup, kernel/sched/fair.c
+// wake_affine_idle), preempting the sender. Once the application sleeps the thread may run
+// anywhere again.
 struct ProgressKnobs {
   std::chrono::microseconds poller_grace{1000};
   std::chrono::microseconds spin{0};
   std::chrono::microseconds lend{20};
+  bool follow = false;
   // The defaults, or UIW_POLLER_GRACE_US / UIW_PROGRESS_SPIN_US / UIW_POLLER_LEND_US where set
-  // (0 to 1000000; another value keeps the default).
+  // (0 to 1000000; another value keeps the default), UIW_PROGRESS_FOLLOW (0 or 1).
   static ProgressKnobs from_env();
 };
 
@@ -102,8 +115,17 @@ class Progress {
   // An application thread's poll found nothing: it does this thread's work for now (see
   // above). Never blocks. True if bytes moved.
   bool lend();
-  // The application stops polling: the thread takes the epoll set back now.
-  void unlend();
+  // The application stops polling. At once (it will sleep on a completion event): the thread
+  // takes the epoll set back now. Otherwise (a poll took the completions it awaited) a few
+  // lend intervals later, unless a poll lends again first: an application that reaps a
+  // completion usually posts its next request and polls again at once (ib_read_lat,
+  // ib_send_lat), and waking the thread for that moment costs a context switch each time.
+  void unlend(bool at_once);
+  // The thread sleeps on a poller's lease (lend): it unmutes the QPs that await nothing more
+  // when the lease ends.
+  bool parked() const { return parked_.load(); }
+  // An application thread posted or reaped completions: it runs on this CPU (knob follow).
+  void note_app_cpu();
 
  private:
   void run();
@@ -114,6 +136,8 @@ class Progress {
   // While a poller lends: sleeps on the doorbell alone until the lease may have ended.
   void park(std::unique_lock<std::mutex>& lock);
   bool lent_recently(int64_t now) const;
+  // Before it sleeps: onto the application's CPU while that runs, else back home (follow).
+  void follow_app();
   void queue_locked(uint64_t id);  // requires mu_
   void wake_locked();              // requires mu_: rings the doorbell if the thread sleeps
   void ring();                     // the doorbell: epoll_wait returns
@@ -146,11 +170,22 @@ class Progress {
   std::atomic<int64_t> lent_at_ns_{0};
   std::atomic<int64_t> looked_at_ns_{0};
   std::atomic<bool> parked_{false};  // the thread sleeps on the doorbell alone
-  bool sleeping_ = false;            // under mu_: the thread is in epoll_wait(-1)
-  std::vector<uint64_t> muted_;      // under mu_; may hold keys removed since
+  // Ends a lease late (unlend(false)): a timerfd the parked thread also sleeps on; armed_ says
+  // so, and lend() disarms it.
+  int lease_timer_ = -1;
+  std::atomic<bool> lease_timer_armed_{false};
+  bool sleeping_ = false;        // under mu_: the thread is in epoll_wait(-1)
+  std::vector<uint64_t> muted_;  // under mu_; may hold keys removed since
   const int64_t grace_ns_;
   const int64_t spin_ns_;
   const int64_t lend_ns_;
+  // follow: the CPU an application thread last posted or polled on, and when (0: it sleeps).
+  const bool follow_;
+  std::atomic<int> app_cpu_{-1};
+  std::atomic<int64_t> app_at_ns_{0};
+  bool following_ = false;  // the thread's: follow_, and binding works
+  cpu_set_t home_{};        // the thread's: the CPUs it started on
+  int on_cpu_ = -1;         // the thread's: the CPU it is bound to, -1 home
   std::thread thread_;
 };
 

@@ -79,6 +79,8 @@ bool QueuePair::drive(bool posted) {
   if (!posted) {
     polled_at_ns_.store(steady_ns(), std::memory_order_relaxed);
     tx_only = progress_ && !muted();
+  } else if (progress_) {
+    progress_->note_app_cpu();
   }
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) {

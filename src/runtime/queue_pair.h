@@ -82,15 +82,17 @@ class QueuePair {
   // within its grace that awaits a completion only the peer's bytes bring (engine::Qp::
   // awaits_inbound: the poller waits for it and reads those bytes). unpoll(): the poller is
   // leaving (it will sleep on a completion event). handback(): after a poll that found
-  // completions; a muted QP that awaits no more goes back to Progress at once (its application
-  // may now spin on memory for a Write, polling nothing).
+  // completions; a muted QP that awaits no more goes back to Progress (its application may now
+  // spin on memory for a Write, polling nothing): at once, or while the Progress thread is
+  // parked on its poller's lease, when the lease ends (Progress::unlend), unless the poller
+  // awaits the peer again by then.
   bool polled_since(int64_t ns) const {
     return polled_at_ns_.load(std::memory_order_relaxed) >= ns;
   }
   bool mutable_now(int64_t ns) const { return polled_since(ns) && qp_.awaits_inbound(); }
   void unpoll();
   void handback() {
-    if (muted() && !qp_.awaits_inbound()) unpoll();
+    if (muted() && !qp_.awaits_inbound() && !(progress_ && progress_->parked())) unpoll();
   }
   // Progress does not wake for its readability (runtime/progress.h).
   bool muted() const { return muted_.load(std::memory_order_relaxed); }
@@ -163,7 +165,10 @@ size_t poll_driving(Take&& take, EachQp&& each_qp) {
       awaits |= q.awaits_inbound();
       if (!progress) progress = q.lender_target();
     });
-    if (!awaits && progress) progress->unlend();
+    if (progress) {
+      progress->note_app_cpu();
+      if (!awaits) progress->unlend(false);
+    }
   }
   return n;
 }

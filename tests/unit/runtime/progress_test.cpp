@@ -4,6 +4,7 @@
 #include "runtime/progress.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -566,12 +567,73 @@ TEST(ProgressTest, WithinTheSpinTheThreadPlacesWithoutSleeping) {
   }
 }
 
+// The CPUs the process's "uiw-progress" thread may run on (one Progress lives at a time here).
+std::vector<int> progress_thread_cpus() {
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (!std::getline(comm, name) || name != "uiw-progress") continue;
+    cpu_set_t set;
+    if (sched_getaffinity(std::stoi(task.path().filename()), sizeof set, &set) != 0) return {};
+    std::vector<int> cpus;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    return cpus;
+  }
+  return {};
+}
+
+// Waits up to `limit` for the progress thread's CPUs to be `want`.
+bool progress_thread_cpus_become(const std::vector<int>& want,
+                                 std::chrono::milliseconds limit = 2000ms) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (progress_thread_cpus() != want) {
+    if (std::chrono::steady_clock::now() - t0 > limit) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// With follow, while the application posts the thread sleeps on the CPU the poster runs on (its
+// wakeup then preempts its own application, not another process); once the application arms
+// its CQ (unpoll) the thread goes back to every CPU it started with. Without, it never moves.
+TEST(ProgressTest, TheThreadSleepsOnTheCpuOfItsPostingApplication) {
+  cpu_set_t home;
+  ASSERT_EQ(sched_getaffinity(0, sizeof home, &home), 0);
+  std::vector<int> all;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &home)) all.push_back(c);
+  if (all.size() < 2) GTEST_SKIP() << "one CPU: nothing to follow";
+  for (const bool follow : {false, true}) {
+    SCOPED_TRACE(follow);
+    PolledQp t(false, ProgressKnobs{PolledQp::kGrace, 0ms, 20us, follow});
+    ASSERT_TRUE(progress_thread_cpus_become(all));
+    std::thread app([&] {  // an application thread on the last CPU posts
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(all.back(), &one);
+      ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+      t.qp.drive(true);  // a post's drive
+    });
+    app.join();
+    t.p.kick(&t.qp);  // a pass, after which the thread sleeps again
+    if (follow)
+      EXPECT_TRUE(progress_thread_cpus_become({all.back()})) << "the thread did not follow";
+    else
+      EXPECT_FALSE(progress_thread_cpus_become({all.back()}, 100ms)) << "the thread moved";
+    t.qp.unpoll();  // the application will sleep on a completion event
+    t.p.kick(&t.qp);
+    EXPECT_TRUE(progress_thread_cpus_become(all)) << "the thread did not go home";
+  }
+}
+
 // A second QP of t's Progress thread, over loopback TCP, that the test polls as an application
 // polls its CQs (poll_driving) for a receive: until its peer sends, each poll finds nothing.
 struct BusyPoller {
   int lfd = -1, peer = -1;
   engine::test::Side side{10};
   std::vector<uint8_t> sink = std::vector<uint8_t>(64);
+  memory::Stag sink_key = side.reg_mr(sink, memory::kLocalWrite);
   QueuePair qp{config_of(side, 10)};
   explicit BusyPoller(Progress& p) {
     const int fd = loopback_connection(&lfd, &peer);
@@ -579,17 +641,20 @@ struct BusyPoller {
     params.initiator = true;
     params.crc = false;  // as send_fpdu encodes it
     EXPECT_EQ(qp.attach(std::make_unique<transport::TcpStream>(fd), params, &p), 0);
+    post_recv();
+  }
+  void post_recv() {
     engine::RecvWr r;
     r.num_sge = 1;
-    r.sg_list[0] = engine::test::sge_of(sink, side.reg_mr(sink, memory::kLocalWrite));
+    r.sg_list[0] = engine::test::sge_of(sink, sink_key);
     EXPECT_EQ(qp.post_recv(r), 0);
   }
-  // The peer's Send of 8 bytes (MSN 1), which takes the posted receive.
-  void peer_sends() {
+  // The peer's Send of 8 bytes (MSN msn), which takes the oldest posted receive.
+  void peer_sends(uint32_t msn = 1) {
     wire::SegmentHeader h;
     h.last = true;
     h.rdmap_control = wire::rdmap_control(wire::Opcode::Send);
-    h.msn = 1;
+    h.msn = msn;
     std::vector<uint8_t> ulpdu(wire::segment_header_size(false) + 8, 0x42);
     wire::encode_segment_header(ulpdu.data(), h);
     std::vector<uint8_t> f(wire::fpdu_size(ulpdu.size()));
@@ -695,6 +760,33 @@ TEST(ProgressTest, APollerReapingItsOwnSendsLeavesTheThreadAwake) {
   EXPECT_TRUE(becomes(t.first, 0x31, 2000ms));
   EXPECT_LT(std::chrono::steady_clock::now() - t1, PolledQp::kGrace / 2)
       << "a poller that awaits nothing from its peer kept the thread parked";
+}
+
+// A poller that reaps the completion it awaited and at once awaits the next (it posts a receive
+// and polls again, as in a ping-pong) keeps its lease: the thread is not woken for the moment in
+// between (Progress::unlend is late). Woken at once, it sleeps twice per message.
+TEST(ProgressTest, APollerThatComesBackAtOnceKeepsItsLease) {
+  constexpr uint32_t kMessages = 40;
+  PolledQp t(false);
+  BusyPoller poller(t.p);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(poller.poll(), 0u);
+  std::this_thread::sleep_for(5ms);  // the thread sees the lease and parks
+  const long before = progress_thread_sleeps();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (uint32_t msn = 1; msn <= kMessages; ++msn) {
+    poller.peer_sends(msn);
+    while (poller.poll() == 0) ASSERT_LT(std::chrono::steady_clock::now() - t0, 5s);
+    poller.post_recv();
+    // Idle between messages, as a ping-pong's poller waits for the peer's answer.
+    const auto t1 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t1 < 1ms) EXPECT_EQ(poller.poll(), 0u);
+  }
+  const long sleeps = progress_thread_sleeps() - before;
+  // It parks again once per grace period; and a poller preempted for longer than the late
+  // unlend (a loaded machine) may let it wake now and then, but not once per message.
+  const long parks = 1 + (std::chrono::steady_clock::now() - t0) / PolledQp::kGrace;
+  EXPECT_LE(sleeps, parks + kMessages / 4)
+      << "the thread woke between a poller's completion and its next poll: " << sleeps << " sleeps";
 }
 
 // Another thread removes and destroys a QP whose passes a busy poller runs (lend) while the
