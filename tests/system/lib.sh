@@ -137,8 +137,9 @@ run_fg() {
 # address) and every iWARP device listening there has its own listener up (iw_listeners_up).
 # Needed before starting a client: a server under TCG can take seconds to start.
 wait_cm_listen() {
-  local port=$1 secs=${2:-30} i
-  for ((i = 0; i < secs * 5; i++)); do
+  local port=$1 secs=${2:-30}
+  local end=$((SECONDS + secs))
+  while [ $SECONDS -lt $end ]; do
     rdma res show cm_id 2>/dev/null | grep -Eq "state LISTEN .*src-addr [^ ]*:$port( |$)" &&
       iw_listeners_up "$port" && return 0
     sleep 0.2
@@ -154,13 +155,18 @@ wait_cm_listen() {
 # provider listens (cma_listen_on_all, then iw_cm_listen), and a connection in between is
 # refused: the client's rdma_cm reports REJECTED, -ECONNREFUSED (and perftest 4.5 then dies
 # of a general protection fault in librdmacm). A wildcard listener is bound to the device's
-# netdev (ss: 0.0.0.0%NETDEV:PORT), one for an address shows ADDR:PORT. Devices whose netdev
-# is in another network namespace are not judged here (wait_dev_listen is).
+# netdev (ss: 0.0.0.0%NETDEV:PORT, or the netdev's addresses in SCTP mode), one for an address
+# shows ADDR:PORT. Only ids of processes in this network namespace are judged: the listener
+# sockets live in the listening process's namespace, where ss here cannot see them
+# (wait_dev_listen looks there).
 iw_listeners_up() {
-  local port=$1 dev addr nd host listening
-  listening=$(ss -Hln -t --sctp 2>/dev/null) || return 1
-  while read -r dev addr; do
-    rdma dev show "$dev" 2>/dev/null | grep -q "node_type rnic" || continue
+  local port=$1 dev addr pid nd host listening rnics here
+  listening=$(ss -Hln -t --sctp 2>/dev/null || ss -Hltn 2>/dev/null) || return 0
+  rnics=$(rdma dev show 2>/dev/null | sed -n 's/^[0-9]*: \([^:]*\): node_type rnic.*/\1/p')
+  here=$(readlink /proc/self/ns/net)
+  while read -r dev pid addr; do
+    grep -qx "$dev" <<<"$rnics" || continue
+    [ "$(readlink "/proc/$pid/ns/net" 2>/dev/null)" = "$here" ] || continue
     nd=$(rdma link show "$dev/1" 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
     [ -n "$nd" ] && ip link show "$nd" >/dev/null 2>&1 || continue
     host=${addr%:*}
@@ -169,7 +175,7 @@ iw_listeners_up() {
       *) grep -Fq "$host" <<<"$(grep ":$port " <<<"$listening")" || return 1 ;;
     esac
   done < <(rdma res show cm_id 2>/dev/null |
-    sed -n "s|^link \([^/ ]*\)/[^ ]* .*state LISTEN .* src-addr \([^ ]*:$port\)\( .*\)\{0,1\}$|\1 \2|p")
+    sed -n "s|^link \([^/ ]*\)/[^ ]* .*state LISTEN .*pid \([0-9]*\) .* src-addr \([^ ]*:$port\)\( .*\)\{0,1\}$|\1 \2 \3|p")
 }
 
 # DEV_NETNS: the network namespace of a device whose netdev is not in init_net (set by the
