@@ -155,8 +155,9 @@ wait_cm_listen() {
 # provider listens (cma_listen_on_all, then iw_cm_listen), and a connection in between is
 # refused: the client's rdma_cm reports REJECTED, -ECONNREFUSED (and perftest 4.5 then dies
 # of a general protection fault in librdmacm). A wildcard listener is bound to the device's
-# netdev (ss: 0.0.0.0%NETDEV:PORT, or the netdev's addresses in SCTP mode), one for an address
-# shows ADDR:PORT. Only ids of processes in this network namespace are judged: the listener
+# netdev (ss: 0.0.0.0%NETDEV:PORT, or the netdev's addresses in SCTP mode); one for an address
+# is any listener on PORT (ss shows a multihomed SCTP socket under one of its addresses, not
+# necessarily the id's). Only ids of processes in this network namespace are judged: the listener
 # sockets live in the listening process's namespace, where ss here cannot see them
 # (wait_dev_listen looks there).
 iw_listeners_up() {
@@ -172,7 +173,7 @@ iw_listeners_up() {
     host=${addr%:*}
     case $host in
       0.0.0.0 | "[::]" | ::) grep -q "%$nd:$port " <<<"$listening" || return 1 ;;
-      *) grep -Fq "$host" <<<"$(grep ":$port " <<<"$listening")" || return 1 ;;
+      *) grep -q ":$port " <<<"$listening" || return 1 ;;
     esac
   done < <(rdma res show cm_id 2>/dev/null |
     sed -n "s|^link \([^/ ]*\)/[^ ]* .*state LISTEN .*pid \([0-9]*\) .* src-addr \([^ ]*:$port\)\( .*\)\{0,1\}$|\1 \2 \3|p")
