@@ -371,20 +371,29 @@ TEST(ProgressTest, APollerMutesTheThreadUntilItLeavesOrTheGraceEnds) {
   t.pass_ended();
 
   // A poll, then a Write the poller does not come back for: it waits for the grace period.
+  // (Each look is judged only if it came within the grace: on a loaded machine a 50 ms sleep
+  // can outlast it, and then the thread rightly took over.)
   t.qp.drive(false);
   const auto t0 = std::chrono::steady_clock::now();
   t.send_write(0x22);
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(*t.first, 0x11) << "the thread read a QP an application was polling";
+  uint8_t seen = *t.first;
+  if (std::chrono::steady_clock::now() - t0 < PolledQp::kGrace) {
+    EXPECT_EQ(seen, 0x11) << "the thread read a QP an application was polling";
+  }
   EXPECT_TRUE(becomes(t.first, 0x22, PolledQp::kGrace + 3000ms)) << "the thread never took over";
   EXPECT_GE(std::chrono::steady_clock::now() - t0, PolledQp::kGrace / 2);
   t.pass_ended();
 
   // A poll, then unpoll (the application arms its CQ): the thread takes over at once.
   t.qp.drive(false);
+  const auto t2 = std::chrono::steady_clock::now();
   t.send_write(0x33);
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(*t.first, 0x22) << "the thread read a QP an application was polling";
+  seen = *t.first;
+  if (std::chrono::steady_clock::now() - t2 < PolledQp::kGrace) {
+    EXPECT_EQ(seen, 0x22) << "the thread read a QP an application was polling";
+  }
   const auto t1 = std::chrono::steady_clock::now();
   t.qp.unpoll();
   EXPECT_TRUE(becomes(t.first, 0x33, 2000ms));
@@ -445,11 +454,17 @@ TEST(ProgressTest, TheFinOfAPolledQpIsLeftToItsPoller) {
     PolledQp t(true);
     t.first_pass_ended();
     t.qp.drive(false);
+    const auto polled = std::chrono::steady_clock::now();
     t.send_write(0x77);
     ASSERT_EQ(shutdown(t.peer, SHUT_WR), 0);
     std::this_thread::sleep_for(100ms);
-    EXPECT_EQ(*t.first, 0) << "the thread read the bytes of a polled QP";
-    EXPECT_EQ(t.qp.state(), engine::QpState::Rts) << "the thread read the FIN of a polled QP";
+    const uint8_t seen = *t.first;
+    const engine::QpState state = t.qp.state();
+    // Judged only within the grace (a loaded machine may sleep past it; the thread then
+    // rightly takes over).
+    if (std::chrono::steady_clock::now() - polled >= PolledQp::kGrace) continue;
+    EXPECT_EQ(seen, 0) << "the thread read the bytes of a polled QP";
+    EXPECT_EQ(state, engine::QpState::Rts) << "the thread read the FIN of a polled QP";
     EXPECT_TRUE(t.qp.drive(false));
     EXPECT_EQ(*t.first, 0x77);
     if (leave) {
