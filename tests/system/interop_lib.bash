@@ -93,9 +93,11 @@ term_pair() {
 }
 
 # rping_pair NAME SERVER_ADDR CLIENT_ADDR PORT COUNT SIZE: rping -V with COUNT verified
-# ping-pongs of SIZE bytes; both sides must report COUNT lines and no error.
+# ping-pongs of SIZE bytes; both sides must report COUNT lines and no error (rping's own exit
+# race after a complete run is accepted: rping_exit_race).
 rping_pair() {
   local name=$1 saddr=$2 caddr=$3 port=$4 count=$5 size=$6 side n
+  local EXIT_ACCEPT="rping_exit_race $count"
   start_bg "$name-server" rping -s -a "$saddr" -p "$port" -C "$count" -S "$size" -V -v
   wait_cm_listen "$port"
   run_fg "$name-client" 600 rping -c -a "$saddr" -I "$caddr" -p "$port" -C "$count" -S "$size" -V -v

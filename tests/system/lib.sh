@@ -93,8 +93,29 @@ start_bg() {
   BG_PID[$name]=$!
 }
 
+# EXIT_ACCEPT (set by a caller, usually as a local): a command that, given NAME and a non-zero
+# exit status of NAME's program, says (by its own status) that the exit is a known fault of the
+# tool after a complete run; wait_bg and run_fg then log it and go on. rping_exit_race below.
+accepted_exit() { # NAME RC
+  [ -n "${EXIT_ACCEPT:-}" ] || return 1
+  $EXIT_ACCEPT "$1" "$2" || return 1
+  log "$1 exited $2 after a complete run ($EXIT_ACCEPT): accepted"
+}
+
+# rping_exit_race COUNT NAME RC: true when rping's exit status RC (NAME.log) is the teardown race
+# of rping before rdma-core 57 (Debian 12 ships 44) after a complete run: its cm thread calls
+# rdma_get_cm_event on the event channel main has just destroyed and exits 255 (fixed by
+# rdma-core pull request 1622, "rping: Fix spurious failure return codes"). Complete: all COUNT
+# pings verified (-V -v prints one line each) and no other error in the log.
+rping_exit_race() {
+  [ "$3" = 255 ] || return 1
+  grep -q '^rdma_get_cm_event: Bad file descriptor' "$2.log" || return 1
+  [ "$(grep -c 'ping data: rdma-ping-' "$2.log" || true)" = "$1" ] || return 1
+  ! grep -v '^rdma_get_cm_event: Bad file descriptor' "$2.log" | grep -Eiq 'mismatch|error|fail'
+}
+
 # wait_bg NAME [SECS]: waits for NAME (default 60 s); fails the test if it does not end or
-# exits non-zero.
+# exits non-zero (unless EXIT_ACCEPT accepts it).
 wait_bg() {
   local name=$1 secs=${2:-60} pid=${BG_PID[$1]} i rc
   for ((i = 0; i < secs * 10; i++)); do
@@ -108,29 +129,29 @@ wait_bg() {
   fi
   rc=0
   wait "$pid" || rc=$?
-  [ "$rc" = 0 ] || {
+  [ "$rc" = 0 ] || accepted_exit "$name" "$rc" || {
     show "$name"
     fail "$name exited $rc"
   }
   unset "BG_PID[$name]" # reaped: a later failure's report leaves it out
-  log "$name exited 0"
+  log "$name exited $rc"
 }
 
 # run_fg NAME SECS CMD...: runs CMD with a time limit, output in NAME.log; fails the test on a
-# non-zero exit or a timeout.
+# non-zero exit (unless EXIT_ACCEPT accepts it) or a timeout.
 run_fg() {
   local name=$1 secs=$2 rc=0
   shift 2
   log "run $name: $*"
   timeout -k 5 "$secs" "$@" >"$name.log" 2>&1 || rc=$?
-  if [ "$rc" != 0 ]; then
+  if [ "$rc" != 0 ] && ! accepted_exit "$name" "$rc"; then
     show "$name"
     show_running_bg
     show_exited_bg
     [ "$rc" = 124 ] && fail "$name did not finish within ${secs}s"
     fail "$name exited $rc"
   fi
-  log "$name exited 0"
+  log "$name exited $rc"
 }
 
 # wait_cm_listen PORT [SECS]: waits until an rdma_cm id listens on PORT (any device, any
