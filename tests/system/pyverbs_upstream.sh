@@ -38,7 +38,7 @@ grep -aoE ' \.\.\. skipped .*' upstream.log | sort | uniq -c | sort -rn | head -
 [ -n "$ran" ] || { tail -n 40 upstream.log; fail "the upstream suite crashed (exit $rc, no summary)"; }
 # Every failing test must be a listed iWARP limit (pyverbs-tests/upstream_iwarp_limits.txt).
 limits=$UIW_ROOT/pyverbs-tests/upstream_iwarp_limits.txt
-unexpected=0
+unexpected=()
 while read -r id; do
   if why=$(grep -m1 "^$id " "$limits"); then
     log "iWARP limit: $id: ${why#"$id"}"
@@ -48,10 +48,12 @@ while read -r id; do
     awk -v id="($id)" 'index($0, id) && /^(FAIL|ERROR): / { p = 1 }
                        p && /^(=+|-+)$/ && ++d > 1 { exit }
                        p' upstream.log | head -n 40
-    unexpected=$((unexpected + 1))
+    unexpected+=("$id")
   fi
 done < <(sed -n 's/^\(FAIL\|ERROR\): [^ ]* (\([^)]*\)).*/\2/p' upstream.log | sort -u)
-[ "$dev" != "$UIW0_DEV" ] || [ "$unexpected" = 0 ] || fail "$unexpected upstream tests failed on uiw"
+# The ids once more as the last lines: CI keeps only the end of a failed test's output.
+[ "$dev" != "$UIW0_DEV" ] || [ ${#unexpected[@]} = 0 ] ||
+  fail "${#unexpected[@]} upstream tests failed on uiw: ${unexpected[*]}"
 # uiw passed this many on 2026-11-24 (56: with huge pages and on-demand paging): fewer means
 # something that worked broke.
 min_ok=${UPSTREAM_MIN_OK:-56}
