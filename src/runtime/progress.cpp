@@ -199,12 +199,13 @@ void Progress::note_app_cpu() {
 // If binding fails (a cpuset changed under the process) it goes home and stops following.
 void Progress::follow_app() {
   if (!following_) return;
-  const int cpu = app_at_ns_.load(std::memory_order_relaxed) > steady_ns() - grace_ns_
-                      ? app_cpu_.load(std::memory_order_relaxed)
-                      : -1;
+  int cpu = app_at_ns_.load(std::memory_order_relaxed) > steady_ns() - grace_ns_
+                ? app_cpu_.load(std::memory_order_relaxed)
+                : -1;
+  if (cpu >= CPU_SETSIZE) cpu = -1;  // beyond what a cpu_set_t names: stay home
   if (cpu == on_cpu_) return;
   cpu_set_t set = home_;
-  if (cpu >= 0 && cpu < CPU_SETSIZE) {
+  if (cpu >= 0) {
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
   }
