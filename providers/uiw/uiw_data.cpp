@@ -42,8 +42,8 @@ static_assert(std::size(kMapWcStatus) == static_cast<size_t>(WcStatus::GeneralEr
 
 // engine::WcOpcode (declaration order) -> ibv_wc_opcode.
 constexpr ibv_wc_opcode kMapWcOpcode[] = {IBV_WC_SEND, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ,
-                                          IBV_WC_RECV};
-static_assert(std::size(kMapWcOpcode) == static_cast<size_t>(WcOpcode::Recv) + 1);
+                                          IBV_WC_RECV, IBV_WC_FETCH_ADD,  IBV_WC_COMP_SWAP};
+static_assert(std::size(kMapWcOpcode) == static_cast<size_t>(WcOpcode::AtomicCmpSwap) + 1);
 
 // ibv_send_flags -> engine::SendFlags.
 uint32_t map_send_flags(unsigned int f, bool sig_all) {

@@ -171,7 +171,7 @@ class SctpRx final : public RxFramer {
 // DDP-SSN (RFC 5043 §5.2.1), two either way.
 inline constexpr size_t kFramePrefix = 2;
 inline constexpr size_t kMaxFrameHeader =
-    kFramePrefix + wire::kUntaggedHeaderSize + wire::kReadRequestHeaderSize;
+    kFramePrefix + wire::kUntaggedHeaderSize + wire::kMaxRdmapHeaderSize;
 // Room for a small payload copied behind the largest headers (MpaTx::add_payload).
 inline constexpr size_t kInlinePayload = 64;
 // PAD (0-3 octets) then CRC (RFC 5044 §4.1).

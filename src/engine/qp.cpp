@@ -124,11 +124,17 @@ int Qp::post_send_concurrent(const SendWr& wr) {
 int Qp::fill_sq_entry(const SendWr& wr) {
   const uint32_t tail = sq_tail_.load(std::memory_order_relaxed);  // only posters move it
   if (tail - sq_head_.load(std::memory_order_acquire) >= sq_.size()) return -ENOMEM;
+  const TxOp& op = tx_op(wr.opcode);
+  // RFC 7306 §1.1: a peer that did not agree to the extensions must never see their opcodes.
+  // Once connected (state_ is stored after params_) that is known: refused here; a WR posted
+  // before fails when its turn to be sent comes.
+  if (op.extension && state_ != QpState::Idle && !params_.rdmap_ext) return -EOPNOTSUPP;
   SqEntry& e = sq_at(tail);
   e.wr = wr;
   e.st = SqSt::Queued;
   e.status = WcStatus::Success;
   e.sink_stag = 0;
+  e.request_id = 0;
   e.msn = 0;
   if (wr.flags & kSendInline) {
     if (!tx_op(wr.opcode).inline_ok) return -EINVAL;
@@ -149,7 +155,11 @@ int Qp::fill_sq_entry(const SendWr& wr) {
   }
   // RDMAP §1.1: a message carries at most 2^32 - 1 octets.
   if (e.status == WcStatus::Success && e.sgl.total > UINT32_MAX) e.status = WcStatus::LocLenErr;
-  if (tx_op(wr.opcode).outbound_read) sq_reads_.fetch_add(1);  // before the caller publishes
+  // RFC 7306 §5.1: the operands and the original value returned are 64 bits.
+  if (op.extension && e.status == WcStatus::Success &&
+      (e.sgl.n != 1 || e.sgl.total != sizeof(uint64_t)))
+    return -EINVAL;
+  if (op.outbound_read) sq_reads_.fetch_add(1);  // before the caller publishes
   return 0;
 }
 
@@ -319,21 +329,26 @@ void Qp::set_terminate(wire::TerminateCause cause, bool from_rx, const IrqEntry*
   t.cause = cause;
   // The headers to send back: those of the segment being received (rx_hdr_len_ is 0 until its
   // control octets were read, and every check that can fail after that runs once all its
-  // header octets arrived), or those of an accepted Read Request, whose segment is gone:
-  // rebuilt from the IRQ entry (untagged, QN 1, its MSN, MO 0).
+  // header octets arrived), or those of an accepted Read or Atomic Request, whose segment is
+  // gone: rebuilt from the IRQ entry (untagged, QN 1, its MSN, MO 0). An atomic's RDMA header
+  // is never sent back (RFC 7306 §8.1: the Terminated RDMA Header is zero), so the rule's R is
+  // only ever asked for a Read Request.
   const bool rx_hdr = from_rx && rx_hdr_len_ != 0;
   const bool read_request =
-      answering ||
+      (answering && !answering->atomic) ||
       (rx_hdr && !rx_seg_.tagged && rx_opcode_ == static_cast<uint8_t>(wire::Opcode::ReadRequest));
   const wire::TerminateHeaderFlags f = wire::terminate_flags_for(cause, read_request);
   if (f.d && answering) {
     wire::SegmentHeader h;
     h.last = true;
-    h.rdmap_control = wire::rdmap_control(wire::Opcode::ReadRequest);
+    h.rdmap_control = wire::rdmap_control(answering->atomic ? wire::Opcode::AtomicRequest
+                                                            : wire::Opcode::ReadRequest);
     h.qn = wire::kQnReadRequest;
     h.msn = answering->msn;
     t.ddp_header_size = wire::encode_segment_header(t.ddp_header, h);
-    t.ddp_segment_length = static_cast<uint16_t>(t.ddp_header_size + wire::kReadRequestHeaderSize);
+    t.ddp_segment_length = static_cast<uint16_t>(
+        t.ddp_header_size +
+        (answering->atomic ? wire::kAtomicRequestHeaderSize : wire::kReadRequestHeaderSize));
     if (f.r) wire::encode_read_request(t.rdma_header, answering->rr);
   } else if (f.d && rx_hdr) {
     t.ddp_header_size = wire::segment_header_size(rx_seg_.tagged);

@@ -163,21 +163,27 @@ class Qp final : private SegmentRx {
     SendWr wr;
     Sgl sgl;
     SqSt st;
-    WcStatus status;     // Success, or the local error found when the WR was posted
-    uint32_t sink_stag;  // RDMA Read: the STag our Read Request names for the response
-    uint32_t msn;        // untagged messages: the MSN assigned at transmit
+    WcStatus status;      // Success, or the local error found when the WR was posted
+    uint32_t sink_stag;   // RDMA Read: the STag our Read Request names for the response
+    uint32_t request_id;  // atomics: the Request Identifier its Atomic Response echoes
+    uint32_t msn;         // untagged messages: the MSN assigned at transmit
     uint8_t inline_data[kMaxInline];
   };
+  // An inbound Read Request, or an Atomic Request (RFC 7306 §5.2: the same queue, answered in
+  // the order they arrived, §7).
   struct IrqEntry {
     wire::ReadRequestHeader rr;  // RDMAP §7.2 checks done at delivery, again per segment
     uint32_t sent;
-    uint32_t msn;  // the Read Request's DDP MSN (QN 1), for a Terminate about it
+    uint32_t msn;  // the request's DDP MSN (QN 1), for a Terminate about it
+    bool atomic;
+    wire::AtomicRequestHeader ar;  // atomic: checked at delivery, performed when answered
   };
   enum class SlotDone : uint8_t { None, SqEntry, Terminate };
   struct TxSlot : TxFrame {
     SlotDone done;
-    uint32_t index;        // SQ index of the work request whose segment this is (from_sq)
-    bool from_sq = false;  // a Send's or Write's segment: its payload is the application's
+    uint32_t index;              // SQ index of the work request whose segment this is (from_sq)
+    bool from_sq = false;        // a Send's or Write's segment: its payload is the application's
+    bool read_response = false;  // a Read Response segment with payload from a region
   };
   enum class TxKind : uint8_t { None, Sq, Irq };
   // The DDP segment being received: its control octets, the rest of its headers, its payload;
@@ -211,11 +217,17 @@ class Qp final : private SegmentRx {
     uint32_t sge_access = 0;     // local access its SGEs need
     bool inline_ok = false;      // IBV_SEND_INLINE: its payload goes out from the WR itself
     bool untagged_send = false;  // a Send message: takes the next MSN on QN 0 (RFC 5041 §4.3)
-    bool outbound_read = false;  // a Read: counts against ORD (RDMAP §6.1), awaits its response
+    bool outbound_read = false;  // a Read or atomic: counts against ORD (RDMAP §6.1, RFC 7306
+                                 // §5.2), awaits its response
+    bool extension = false;      // RFC 7306: only on a connection that agreed to it
   };
-  static const std::array<TxOp, 4> kTxOps;
+  static const std::array<TxOp, 6> kTxOps;
   static const TxOp& tx_op(WrOpcode op) { return kTxOps[static_cast<size_t>(op)]; }
   void build_read_request(SqEntry& e);
+  void await_response(SqEntry& e);
+  void build_header_only(wire::Opcode op, uint32_t qn, std::span<const uint8_t> rdmap_header);
+  void build_atomic_request(SqEntry& e);
+  bool build_atomic_response(IrqEntry& q);
   void build_write_segment(SqEntry& e);
   void build_send_segment(SqEntry& e);
   void build_data_segment(SqEntry& e, wire::SegmentHeader& h, size_t room);
@@ -239,6 +251,7 @@ class Qp final : private SegmentRx {
   void llp_fail(wire::TerminateCause cause) override;
   void llp_closed() override;
   bool draining() const override { return rx_drain_; }
+  bool rx_opcode_usable(const wire::OpcodeInfo& oi) const;
   void rx_process_control();
   void rx_process_header();
   void rx_begin_payload();
@@ -260,10 +273,16 @@ class Qp final : private SegmentRx {
   bool rx_begin_read_response();
   bool rx_begin_send();
   bool rx_begin_terminate();
+  bool rx_begin_immediate();
+  bool rx_begin_atomic_request();
+  bool rx_begin_atomic_response();
   void rx_deliver_read_request();
   void rx_deliver_read_response();
   void rx_deliver_send();
   void rx_deliver_terminate();
+  void rx_deliver_immediate();
+  void rx_deliver_atomic_request();
+  void rx_deliver_atomic_response();
   void rx_fail(wire::TerminateCause cause);
   void complete_active_recv(WcStatus status);
 
@@ -300,7 +319,7 @@ class Qp final : private SegmentRx {
   TxFramer* tx_framer_ = &mpa_tx_;
   TxKind tx_kind_ = TxKind::None;
   uint64_t tx_offset_ = 0;  // progress inside the current message
-  uint32_t tx_msn_[3] = {1, 1, 1};
+  uint32_t tx_msn_[wire::kQueueCount] = {1, 1, 1, 1};
   bool rtr_pending_ = false;
   bool rtr_read_outstanding_ = false;
   bool term_queued_ = false;
@@ -326,7 +345,7 @@ class Qp final : private SegmentRx {
   memory::Registry::Pin rx_pin_;
   const Sgl* rx_sgl_ = nullptr;
   uint64_t rx_sgl_off_ = 0;
-  uint32_t rx_expected_msn_[3] = {1, 1, 1};
+  uint32_t rx_expected_msn_[wire::kQueueCount] = {1, 1, 1, 1};
   bool rx_first_seen_ = false;
   // The Send message being received (QN 0).
   bool rx_send_active_ = false;

@@ -192,12 +192,21 @@ void Qp::llp_closed() {
   rx_drain_ = true;
 }
 
+// Whether this connection accepts the opcode at all: defined, and not an RFC 7306 extension the
+// peers did not agree to (RFC 7306 §1.1: then it is "Unexpected OpCode" like a reserved one).
+bool Qp::rx_opcode_usable(const wire::OpcodeInfo& oi) const {
+  return oi.valid && (!oi.extension || params_.rdmap_ext);
+}
+
 void Qp::rx_process_control() {
   rx_seg_.tagged = rx_hdr_[0] & wire::kDdpFlagTagged;
   rx_opcode_ = wire::rdmap_opcode(rx_hdr_[1]);
+  const wire::OpcodeInfo& oi = wire::opcode_info(rx_opcode_);
   size_t hdr = wire::segment_header_size(rx_seg_.tagged);
-  if (!rx_seg_.tagged && rx_opcode_ == static_cast<uint8_t>(wire::Opcode::ReadRequest))
-    hdr += wire::kReadRequestHeaderSize;
+  // A fixed RDMAP header is read with the DDP header; an opcode this connection refuses reads
+  // none, so that a short segment is still refused for its opcode.
+  if (!rx_seg_.tagged && !oi.tagged && oi.fixed_header && rx_opcode_usable(oi))
+    hdr += oi.rdmap_header_size;
   if (rx_ulpdu_len_ < hdr) {
     rx_fail(remote_op(term::kUnspecified));  // as in seg_begin: too short for its headers
     return;
@@ -230,7 +239,7 @@ void Qp::rx_process_header() {
     rx_fail(remote_op(term::kInvalidRdmapVersion));
     return;
   }
-  if (!oi.valid || oi.tagged != rx_seg_.tagged) {
+  if (!rx_opcode_usable(oi) || oi.tagged != rx_seg_.tagged) {
     rx_fail(remote_op(term::kUnexpectedOpcode));
     return;
   }
@@ -253,6 +262,10 @@ constexpr std::array<Qp::RxOp, 16> Qp::kRxOps = {{
     {&Qp::rx_begin_send, &Qp::rx_deliver_send, true},  // Send with Solicited Event
     {&Qp::rx_begin_send, &Qp::rx_deliver_send, true},  // Send with Solicited Event and Invalidate
     {&Qp::rx_begin_terminate, &Qp::rx_deliver_terminate, true},
+    {&Qp::rx_begin_immediate, &Qp::rx_deliver_immediate, true},  // RFC 7306 §6
+    {&Qp::rx_begin_immediate, &Qp::rx_deliver_immediate, true},  // ... with Solicited Event
+    {&Qp::rx_begin_atomic_request, &Qp::rx_deliver_atomic_request, true},    // RFC 7306 §5.2.1
+    {&Qp::rx_begin_atomic_response, &Qp::rx_deliver_atomic_response, true},  // §5.2.2
 }};
 
 // Pre-placement validation and choice of the destination (RFC 5041 §7.1, RFC 5040 §7.2), by
@@ -294,7 +307,9 @@ bool Qp::rx_begin_read_response() {
     }
     return true;
   }
-  if (orq_count_ == 0) {  // no Read outstanding: nothing may answer (RFC 5040 §5.2)
+  // No Read outstanding, or the oldest request is an atomic (responses come in request order,
+  // RFC 7306 §7): nothing may answer (RFC 5040 §5.2).
+  if (orq_count_ == 0 || sq_at(orq_[orq_head_]).wr.opcode != WrOpcode::RdmaRead) {
     rx_fail(remote_op(term::kUnexpectedOpcode));
     return false;
   }
@@ -410,6 +425,127 @@ bool Qp::rx_begin_terminate() {
   return true;
 }
 
+// RFC 7306 §6.3: an Immediate Data message is one untagged QN 0 segment of exactly 8 octets
+// (read as its fixed header) and takes the next receive buffer, in MSN order with Sends.
+bool Qp::rx_begin_immediate() {
+  if (rx_send_active_ || rx_seg_.msn != rx_expected_msn_[wire::kQnSend]) {
+    rx_fail(untagged(term::kDdpMsnRange));  // RFC 5041 §7.1 untagged check 5
+    return false;
+  }
+  if (rx_seg_.mo != 0) {
+    rx_fail(untagged(term::kDdpInvalidMo));
+    return false;
+  }
+  if (rx_payload_len_ != 0 || !rx_seg_.last) {  // more than its 8 octets
+    rx_fail(remote_op(term::kUnspecified));
+    return false;
+  }
+  if (!cfg_.rq->take(&rx_send_wr_)) {  // RFC 5041 §7.1 untagged check 2
+    rx_fail(untagged(term::kDdpNoBuffer));
+    return false;
+  }
+  return true;
+}
+
+void Qp::rx_deliver_immediate() {
+  ++rx_expected_msn_[wire::kQnSend];
+  Completion c{};
+  c.wr_id = rx_send_wr_.wr_id;
+  c.opcode = WcOpcode::Recv;
+  c.qp_num = cfg_.qp_num;
+  c.flags = kWcWithImm;
+  if (rx_opcode_ == static_cast<uint8_t>(wire::Opcode::ImmediateDataSe)) c.flags |= kWcSolicited;
+  c.immediate = wire::load_be64(rx_hdr_.data() + wire::kUntaggedHeaderSize);
+  push_cqe(cfg_.recv_cq, c);
+}
+
+// RFC 7306 §5.2.1: on QN 1 with the Read Requests, in their MSN sequence and under the same IRD
+// (§5.2: the responder keeps QN 1 buffers for both).
+bool Qp::rx_begin_atomic_request() {
+  return rx_begin_read_request();
+}
+
+// Validated once delivered (RFC 7306 §5.2.1 item 5: processed in order, after every earlier
+// message); performed when its turn to be answered comes (build_atomic_response). Errors: an
+// undefined atomic opcode is refused like an undefined RDMAP one (§1.1, §5.2.1 item 4 names no
+// code); the STag checks are RFC 5040 §7.2's for a Read's source with the remote atomic access
+// right; a target not 8-octet aligned is "Catastrophic error, localized to RDMAP Stream"
+// (§8.2). The Terminate copies the DDP header only (§8.1, set_terminate).
+void Qp::rx_deliver_atomic_request() {
+  const wire::AtomicRequestHeader ar =
+      wire::decode_atomic_request(rx_hdr_.data() + wire::kUntaggedHeaderSize);
+  if (ar.aopcode != static_cast<uint8_t>(wire::AtomicOpcode::FetchAdd) &&
+      ar.aopcode != static_cast<uint8_t>(wire::AtomicOpcode::CmpSwap)) {
+    rx_fail(remote_op(term::kUnexpectedOpcode));
+    return;
+  }
+  const memory::Mapping m = cfg_.registry->check(ar.stag, cfg_.pd, cfg_.qp_num,
+                                                 memory::kRemoteAtomic, ar.to, sizeof(uint64_t));
+  if (m.result != AccessResult::Ok) {
+    rx_fail(rdmap_protection_error(m.result));
+    return;
+  }
+  if (reinterpret_cast<uintptr_t>(m.host) % sizeof(uint64_t) != 0) {
+    rx_fail(remote_op(term::kCatastrophicStream));
+    return;
+  }
+  ++rx_expected_msn_[wire::kQnReadRequest];
+  IrqEntry& q = irq_[(irq_head_ + irq_count_) % irq_.size()];
+  q = IrqEntry{};
+  q.msn = rx_seg_.msn;
+  q.atomic = true;
+  q.ar = ar;
+  ++irq_count_;
+}
+
+// RFC 7306 §5.2.2: on QN 3, in its own MSN sequence; it answers the oldest outstanding request,
+// which must be an atomic (§7: responses come in request order).
+bool Qp::rx_begin_atomic_response() {
+  if (rx_seg_.msn != rx_expected_msn_[wire::kQnAtomicResponse]) {
+    rx_fail(untagged(term::kDdpMsnRange));
+    return false;
+  }
+  if (orq_count_ == 0 || !tx_op(sq_at(orq_[orq_head_]).wr.opcode).extension) {
+    rx_fail(remote_op(term::kUnexpectedOpcode));
+    return false;
+  }
+  if (rx_payload_len_ != 0) {
+    rx_fail(remote_op(term::kUnspecified));
+    return false;
+  }
+  return true;
+}
+
+// The original value goes to the WR's 8-octet buffer in host order (RFC 7306 §5.1: converted
+// from the wire's big-endian), through the same fault-safe, revalidated path as a Read's sink.
+// A response naming another request is the peer's protocol error (§5.2.2 item 7 names no code).
+void Qp::rx_deliver_atomic_response() {
+  ++rx_expected_msn_[wire::kQnAtomicResponse];
+  SqEntry& e = sq_at(orq_[orq_head_]);
+  const wire::AtomicResponseHeader r =
+      wire::decode_atomic_response(rx_hdr_.data() + wire::kUntaggedHeaderSize);
+  if (r.request_id != e.request_id) {
+    e.status = WcStatus::BadResp;
+    e.st = SqSt::Done;  // kept by the flush that follows
+    rx_fail(remote_op(term::kUnspecified));
+    return;
+  }
+  const ResolvedSge& dst = e.sgl.sge[0];
+  memory::Registry::Pin pin =
+      cfg_.registry->pin(dst.lkey, cfg_.pd, 0, memory::kLocalWrite, dst.addr, sizeof r.original);
+  if (!pin.ok() || memory::copy_to_app(pin.mapping().host, &r.original, sizeof r.original) != 0) {
+    e.status = WcStatus::LocProtErr;
+    e.st = SqSt::Done;
+    rx_fail({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0});
+    return;
+  }
+  pin.release();
+  e.st = SqSt::Done;
+  orq_head_ = (orq_head_ + 1) % orq_.size();
+  --orq_count_;
+  complete_sq();
+}
+
 // The framer found the segment whole and valid (with CRCs: its CRC matched).
 void Qp::seg_end() {
   ++stats_.rx_fpdus;
@@ -487,7 +623,7 @@ void Qp::rx_deliver_read_request() {
     }
   }
   ++rx_expected_msn_[wire::kQnReadRequest];
-  irq_[(irq_head_ + irq_count_) % irq_.size()] = {rr, 0, rx_seg_.msn};
+  irq_[(irq_head_ + irq_count_) % irq_.size()] = {rr, 0, rx_seg_.msn, false, {}};
   ++irq_count_;
 }
 

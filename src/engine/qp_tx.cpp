@@ -128,6 +128,13 @@ bool Qp::build_next_fpdu() {
       if ((e.wr.flags & kSendFence) && orq_count_ > 0) return false;
       // RDMAP §6.1: never exceed the negotiated outbound Read limit (ORD).
       const TxOp& op = tx_op(e.wr.opcode);
+      if (op.extension && !params_.rdmap_ext) {
+        // Posted before the connection said the peer lacks RFC 7306 (post_send refuses it
+        // after): never sent, the peer would see an opcode it does not know.
+        e.status = WcStatus::LocQpOpErr;
+        end_message_in_error(e);
+        return true;
+      }
       if (op.outbound_read && orq_count_ >= std::max<uint32_t>(params_.ord, 1)) return false;
       e.st = SqSt::Sending;
       tx_kind_ = TxKind::Sq;
@@ -152,6 +159,7 @@ Qp::TxSlot& Qp::begin_slot(SlotDone done, uint32_t index) {
   s.done = done;
   s.index = index;
   s.from_sq = false;
+  s.read_response = false;
   tx_framer_->begin(s);
   return s;
 }
@@ -166,46 +174,94 @@ void Qp::unbuild_slot(TxSlot& s) {
 
 // The send queue's operations, indexed by WrOpcode; the wire side of each RDMAP opcode is
 // wire::kOpcodeTable's, the receive side kRxOps's.
-constexpr std::array<Qp::TxOp, 4> Qp::kTxOps = {{
+constexpr std::array<Qp::TxOp, 6> Qp::kTxOps = {{
     // Send: RDMAP §5.3, untagged on QN 0.
-    {&Qp::build_send_segment, WcOpcode::Send, 0, true, true, false},
+    {&Qp::build_send_segment, WcOpcode::Send, 0, true, true, false, false},
     // Send with Invalidate: the same, naming the peer's STag to invalidate (§5.3).
-    {&Qp::build_send_segment, WcOpcode::Send, 0, true, true, false},
+    {&Qp::build_send_segment, WcOpcode::Send, 0, true, true, false, false},
     // RDMA Write: RDMAP §5.1, tagged, into the peer's advertised buffer.
-    {&Qp::build_write_segment, WcOpcode::RdmaWrite, 0, true, false, false},
+    {&Qp::build_write_segment, WcOpcode::RdmaWrite, 0, true, false, false, false},
     // RDMA Read: RDMAP §5.2, a Read Request; the response writes the local sink (local write).
-    {&Qp::build_read_request, WcOpcode::RdmaRead, memory::kLocalWrite, false, false, true},
+    {&Qp::build_read_request, WcOpcode::RdmaRead, memory::kLocalWrite, false, false, true, false},
+    // Atomics: RFC 7306 §5.2.1, an Atomic Request on QN 1 under ORD like a Read; the Atomic
+    // Response's original value lands in the local buffer (local write).
+    {&Qp::build_atomic_request, WcOpcode::AtomicFetchAdd, memory::kLocalWrite, false, false, true,
+     true},
+    {&Qp::build_atomic_request, WcOpcode::AtomicCmpSwap, memory::kLocalWrite, false, false, true,
+     true},
 }};
 static_assert(static_cast<size_t>(WrOpcode::Send) == 0 &&
                   static_cast<size_t>(WrOpcode::SendInv) == 1 &&
                   static_cast<size_t>(WrOpcode::RdmaWrite) == 2 &&
-                  static_cast<size_t>(WrOpcode::RdmaRead) == 3,
+                  static_cast<size_t>(WrOpcode::RdmaRead) == 3 &&
+                  static_cast<size_t>(WrOpcode::AtomicFetchAdd) == 4 &&
+                  static_cast<size_t>(WrOpcode::AtomicCmpSwap) == 5,
               "kTxOps is indexed by WrOpcode");
 
 // RDMAP §4.4 / §5.2.1: one untagged segment on QN 1, never any payload. The sink STag names this
 // Read's scatter list, private to this QP; the response is matched to the head of the
 // outstanding-read queue (RDMAP §5.5 rule 20: responses come in request order).
 void Qp::build_read_request(SqEntry& e) {
-  wire::SegmentHeader h{};
-  h.last = true;
-  TxSlot& s = begin_slot(SlotDone::None, 0);
   if (++next_sink_stag_ == 0) ++next_sink_stag_;
   e.sink_stag = next_sink_stag_;
-  h.rdmap_control = wire::rdmap_control(wire::Opcode::ReadRequest);
-  h.qn = wire::kQnReadRequest;
-  h.msn = tx_msn_[wire::kQnReadRequest]++;
-  const size_t ulpdu = wire::kUntaggedHeaderSize + wire::kReadRequestHeaderSize;
-  wire::encode_segment_header(s.hdr + kFramePrefix, h);
-  wire::ReadRequestHeader rr{e.sink_stag, 0, static_cast<uint32_t>(e.sgl.total), e.wr.remote_stag,
-                             e.wr.remote_addr};
-  wire::encode_read_request(s.hdr + kFramePrefix + wire::kUntaggedHeaderSize, rr);
-  tx_framer_->add_header(s, ulpdu, ulpdu);
-  tx_framer_->end(s, ulpdu);
+  uint8_t rr[wire::kReadRequestHeaderSize];
+  wire::encode_read_request(
+      rr, {e.sink_stag, 0, static_cast<uint32_t>(e.sgl.total), e.wr.remote_stag, e.wr.remote_addr});
+  build_header_only(wire::Opcode::ReadRequest, wire::kQnReadRequest, rr);
+  await_response(e);
+}
+
+// A request is out: its WR waits at the tail of the outstanding queue for the response.
+void Qp::await_response(SqEntry& e) {
   e.st = SqSt::AwaitResponse;
   orq_[(orq_head_ + orq_count_) % orq_.size()] = sq_tx_;
   ++orq_count_;
   ++sq_tx_;
   tx_kind_ = TxKind::None;
+}
+
+// A message of one untagged segment that is all headers (RDMAP's own requests and responses):
+// the DDP header on queue qn with its next MSN, then the RDMAP header the caller encoded.
+void Qp::build_header_only(wire::Opcode op, uint32_t qn, std::span<const uint8_t> rdmap_header) {
+  wire::SegmentHeader h{};
+  h.last = true;
+  h.rdmap_control = wire::rdmap_control(op);
+  h.qn = qn;
+  h.msn = tx_msn_[qn]++;
+  TxSlot& s = begin_slot(SlotDone::None, 0);
+  const size_t hlen = wire::encode_segment_header(s.hdr + kFramePrefix, h);
+  std::memcpy(s.hdr + kFramePrefix + hlen, rdmap_header.data(), rdmap_header.size());
+  const size_t ulpdu = hlen + rdmap_header.size();
+  tx_framer_->add_header(s, ulpdu, ulpdu);
+  tx_framer_->end(s, ulpdu);
+}
+
+// RFC 7306 §5.2.1: one untagged segment on QN 1 (the Read Request queue and its MSNs), no
+// payload. Verbs' FetchAdd is a plain 64-bit add (Add Mask 0: no field boundaries, §5.1.1) and
+// its CmpSwap compares and swaps all 64 bits (both masks all ones, §5.1.2). The response is
+// matched to the head of the outstanding queue, which it shares with Reads (§7: responses come
+// in request order); the Request Identifier is checked against it.
+void Qp::build_atomic_request(SqEntry& e) {
+  e.request_id = sq_tx_;
+  wire::AtomicRequestHeader ar{};
+  ar.request_id = e.request_id;
+  ar.stag = e.wr.remote_stag;
+  ar.to = e.wr.remote_addr;
+  if (e.wr.opcode == WrOpcode::AtomicFetchAdd) {
+    ar.aopcode = static_cast<uint8_t>(wire::AtomicOpcode::FetchAdd);
+    ar.data = e.wr.compare_add;
+    ar.compare_mask = ~0ull;  // §5.2.1: unused by FetchAdd, sent as all ones
+  } else {
+    ar.aopcode = static_cast<uint8_t>(wire::AtomicOpcode::CmpSwap);
+    ar.data = e.wr.swap;
+    ar.data_mask = ~0ull;
+    ar.compare = e.wr.compare_add;
+    ar.compare_mask = ~0ull;
+  }
+  uint8_t hdr[wire::kAtomicRequestHeaderSize];
+  wire::encode_atomic_request(hdr, ar);
+  build_header_only(wire::Opcode::AtomicRequest, wire::kQnReadRequest, hdr);
+  await_response(e);
 }
 
 void Qp::build_write_segment(SqEntry& e) {
@@ -272,6 +328,7 @@ void Qp::end_message_in_error(SqEntry& e) {
 // from the request without interpretation; segments at increasing TO.
 bool Qp::build_irq_segment() {
   IrqEntry& q = irq_[irq_head_ % irq_.size()];
+  if (q.atomic) return build_atomic_response(q);
   wire::SegmentHeader h{};
   h.tagged = true;
   h.rdmap_control = wire::rdmap_control(wire::Opcode::ReadResponse);
@@ -293,6 +350,7 @@ bool Qp::build_irq_segment() {
     }
   }
   TxSlot& s = begin_slot(SlotDone::None, 0);
+  s.read_response = chunk != 0;
   const size_t hlen = wire::encode_segment_header(s.hdr + kFramePrefix, h);
   tx_framer_->add_header(s, hlen, hlen + chunk);
   if (chunk && !tx_framer_->add_payload(s, pin.mapping().host, chunk, true)) {
@@ -307,6 +365,49 @@ bool Qp::build_irq_segment() {
     --irq_count_;
     tx_kind_ = TxKind::None;
   }
+  return true;
+}
+
+// RFC 7306 §5.2.2: the atomic is performed now, when its turn to be answered came (§7: after
+// every earlier Read's response was generated, i.e. once the LLP took their octets, which the
+// kernel reads from the region only then), and answered on QN 3 with the target's original
+// value. The target is checked again (deregistered since delivery: RDMAP §7.2 as for a Read).
+// The update is one atomic instruction on the application's memory (atomic against every other
+// atomic, §5.3, and every CPU), fault-safe: a target unmapped or made read-only meanwhile is a
+// protection error on the stream, not a signal.
+bool Qp::build_atomic_response(IrqEntry& q) {
+  for (size_t i = 0; i < slots_used_; ++i)
+    if (slots_[(slot_head_ + i) % kTxSlots].read_response) return false;  // tx_commit resumes
+  const wire::AtomicRequestHeader& ar = q.ar;
+  memory::Registry::Pin pin = cfg_.registry->pin(ar.stag, cfg_.pd, cfg_.qp_num,
+                                                 memory::kRemoteAtomic, ar.to, sizeof(uint64_t));
+  if (!pin.ok()) {
+    set_terminate(rdmap_protection_error(pin.mapping().result), false, &q);
+    return true;
+  }
+  auto* target = reinterpret_cast<uint64_t*>(pin.mapping().host);
+  uint64_t original = 0;
+  int rc;
+  if (ar.aopcode == static_cast<uint8_t>(wire::AtomicOpcode::FetchAdd)) {
+    rc = memory::atomic_update_app(target, &original, [&](uint64_t v) {
+      return wire::atomic_fetch_add_result(v, ar.data, ar.data_mask);
+    });
+  } else {
+    rc = memory::atomic_update_app(target, &original, [&](uint64_t v) {
+      return wire::atomic_cmp_swap_result(v, ar.compare, ar.compare_mask, ar.data, ar.data_mask);
+    });
+  }
+  pin.release();
+  if (rc != 0) {
+    set_terminate(rdmap_protection_error(memory::AccessResult::AccessDenied), false, &q);
+    return true;
+  }
+  uint8_t hdr[wire::kAtomicResponseHeaderSize];
+  wire::encode_atomic_response(hdr, {ar.request_id, original});
+  build_header_only(wire::Opcode::AtomicResponse, wire::kQnAtomicResponse, hdr);
+  irq_head_ = (irq_head_ + 1) % irq_.size();
+  --irq_count_;
+  tx_kind_ = TxKind::None;
   return true;
 }
 

@@ -19,7 +19,8 @@ struct Sge {
   uint32_t lkey;
 };
 
-enum class WrOpcode : uint8_t { Send, SendInv, RdmaWrite, RdmaRead };
+// AtomicFetchAdd / AtomicCmpSwap: RFC 7306 §5 (only where ConnParams::rdmap_ext).
+enum class WrOpcode : uint8_t { Send, SendInv, RdmaWrite, RdmaRead, AtomicFetchAdd, AtomicCmpSwap };
 
 enum SendFlags : uint32_t {
   kSendSignaled = 1u << 0,
@@ -35,8 +36,12 @@ struct SendWr {
   uint32_t num_sge = 0;
   Sge sg_list[kMaxSge] = {};
   uint32_t invalidate_stag = 0;  // SendInv: the peer's STag to invalidate (RDMAP §5.3)
-  uint32_t remote_stag = 0;      // RdmaWrite: sink STag; RdmaRead: source STag
+  uint32_t remote_stag = 0;      // RdmaWrite: sink STag; RdmaRead, atomics: source STag
   uint64_t remote_addr = 0;      // tagged offset at the peer
+  // Atomics (verbs' wr.atomic): FetchAdd adds compare_add; CmpSwap stores swap where the
+  // target equals compare_add. The one 8-octet SGE receives the target's original value.
+  uint64_t compare_add = 0;
+  uint64_t swap = 0;
 };
 
 struct RecvWr {
@@ -62,11 +67,12 @@ enum class WcStatus : uint8_t {
 };
 const char* wc_status_name(WcStatus);
 
-enum class WcOpcode : uint8_t { Send, RdmaWrite, RdmaRead, Recv };
+enum class WcOpcode : uint8_t { Send, RdmaWrite, RdmaRead, Recv, AtomicFetchAdd, AtomicCmpSwap };
 
 enum WcFlags : uint32_t {
   kWcWithInv = 1u << 0,    // a Send with Invalidate was received; invalidated_stag is valid
   kWcSolicited = 1u << 1,  // a Send with Solicited Event was received
+  kWcWithImm = 1u << 2,    // an Immediate Data message was received: immediate is valid
 };
 
 struct Completion {
@@ -78,6 +84,7 @@ struct Completion {
   uint32_t flags = 0;
   uint32_t invalidated_stag = 0;
   uint32_t vendor_err = 0;  // Terminate control word when a Terminate caused the error
+  uint64_t immediate = 0;   // kWcWithImm: the message's 8 octets, big-endian (RFC 7306 §6.2)
 };
 
 // RFC 6581 peer-to-peer "ready to receive" message the initiator sends first.
@@ -97,6 +104,9 @@ struct ConnParams {
   bool initiator = true;    // MPA role
   uint8_t mpa_revision = 2;
   RtrType rtr = RtrType::None;  // p2p RTR: sent by the initiator, expected by the responder
+  // Both peers agreed to use the RFC 7306 extensions (atomics, Immediate Data): without it
+  // their opcodes are never sent and, received, are "Unexpected OpCode" (RFC 7306 §1.1).
+  bool rdmap_ext = false;
   // SCTP mode (RFC 5043): crc, markers, mpa_revision and rtr are ignored; mulpdu is the maximum
   // DDP Segment size the association carries unfragmented (§9). The session control exchange
   // used DDP-SSN 0 each way (§6.2), so data starts at 1 unless setup says otherwise.

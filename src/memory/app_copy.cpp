@@ -219,6 +219,24 @@ int crc32c_update_from_app(uint32_t* state, const void* app_src, size_t n,
   return 0;
 }
 
+int atomic_update_app_raw(uint64_t* app_target, uint64_t* original,
+                          uint64_t (*update)(const void* ctx, uint64_t v), const void* ctx) {
+  const auto cas_loop = [&] {
+    uint64_t v = __atomic_load_n(app_target, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(app_target, &v, update(ctx, v), false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_RELAXED)) {
+    }
+    *original = v;
+  };
+  if (mode() == Mode::Guarded) return guarded(app_target, sizeof *app_target, cas_loop);
+  if (!g_unsafe.load(std::memory_order_relaxed)) {
+    uint64_t probe;
+    if (kernel_copy(&probe, app_target, sizeof probe, false) != 0) return -EFAULT;
+  }
+  cas_loop();
+  return 0;
+}
+
 bool app_copy_unsafe() {
   return g_unsafe.load(std::memory_order_relaxed);
 }

@@ -42,4 +42,20 @@ int crc32c_update_from_app(uint32_t* state, const void* app_src, size_t n,
 // memcpy without fault safety. Reported once on stderr when it first happens.
 bool app_copy_unsafe();
 
+// One atomic read-modify-write of the 8-octet-aligned application word at app_target (an RDMA
+// atomic's target): *original receives the value it held, and update(original) is stored in
+// the same atomic step (a compare-and-swap loop; the store happens even when update returns
+// its argument, so the word must be writable either way). 0, or -EFAULT when the word cannot
+// be read or written. The kernel mechanism has no atomic system call: it checks that the word
+// is mapped and readable first, then updates it in place; a read-only or concurrently
+// unmapped page still faults there.
+int atomic_update_app_raw(uint64_t* app_target, uint64_t* original,
+                          uint64_t (*update)(const void* ctx, uint64_t v), const void* ctx);
+template <typename Update>
+int atomic_update_app(uint64_t* app_target, uint64_t* original, const Update& update) {
+  return atomic_update_app_raw(
+      app_target, original,
+      [](const void* ctx, uint64_t v) { return (*static_cast<const Update*>(ctx))(v); }, &update);
+}
+
 }  // namespace uiw::memory

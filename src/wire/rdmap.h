@@ -1,4 +1,5 @@
-// RDMAP control field, opcode table and RDMA Read Request header (RFC 5040 §4).
+// RDMAP control field, opcode table, RDMA Read Request header (RFC 5040 §4), and the Atomic
+// Request / Atomic Response headers of the RFC 7306 extensions.
 // RDMAP control octet (DDP RsvdULP[0:7]): RV 0xC0 | Rsv 0x30 | Opcode 0x0F (RFC 5040 §4.1).
 #pragma once
 
@@ -19,6 +20,11 @@ enum class Opcode : uint8_t {
   SendSe = 5,
   SendSeInv = 6,
   Terminate = 7,
+  // RFC 7306 §4.1: valid only on a connection whose peers agreed to use the extensions.
+  ImmediateData = 8,
+  ImmediateDataSe = 9,
+  AtomicRequest = 10,
+  AtomicResponse = 11,
 };
 
 inline constexpr uint8_t kRdmapVersion = 1;  // RFC 5040 §4.1: RV 01b for IETF RNICs
@@ -40,39 +46,83 @@ constexpr uint8_t rdmap_opcode(uint8_t ctrl) {
 inline constexpr uint32_t kQnSend = 0;
 inline constexpr uint32_t kQnReadRequest = 1;
 inline constexpr uint32_t kQnTerminate = 2;
+inline constexpr uint32_t kQnAtomicResponse = 3;  // RFC 7306 §4.1, §10.2
+inline constexpr uint32_t kQueueCount = 4;
 
-inline constexpr size_t kReadRequestHeaderSize = 28;  // RFC 5040 §4.4
+inline constexpr size_t kReadRequestHeaderSize = 28;     // RFC 5040 §4.4
+inline constexpr size_t kAtomicRequestHeaderSize = 52;   // RFC 7306 §5.2.1 Figure 4
+inline constexpr size_t kAtomicResponseHeaderSize = 12;  // RFC 7306 §5.2.2 Figure 6
+inline constexpr size_t kImmediateDataSize = 8;          // RFC 7306 §6.2 Figure 7
+inline constexpr size_t kMaxRdmapHeaderSize = kAtomicRequestHeaderSize;
 
-// One row per 4-bit opcode (RFC 5040 Figures 4 and 5); like siw's iwarp_pktinfo.
+// One row per 4-bit opcode (RFC 5040 Figures 4 and 5, RFC 7306 §4.1 Figures 2 and 3); like
+// siw's iwarp_pktinfo.
 struct OpcodeInfo {
-  bool valid;
-  bool tagged;               // DDP T flag the message uses
-  uint32_t qn;               // untagged only
-  size_t rdmap_header_size;  // RDMAP header after the DDP header (Read Request 28; Terminate: 4
-                             // minimum, the variable part follows its control bits)
-  bool payload_allowed;      // ULP payload allowed
-  bool carries_inval_stag;   // Invalidate STag in RsvdULP[8:39]
-  const char* name;
+  bool valid = false;
+  bool tagged = false;           // DDP T flag the message uses
+  uint32_t qn = 0;               // untagged only
+  size_t rdmap_header_size = 0;  // RDMAP header after the DDP header (Terminate: 4 minimum,
+                                 // the variable part follows its control bits)
+  bool fixed_header = false;  // rdmap_header_size octets always follow the DDP header: read with it
+  bool payload_allowed = false;     // ULP payload allowed
+  bool carries_inval_stag = false;  // Invalidate STag in RsvdULP[8:39]
+  bool extension = false;           // RFC 7306: only where both peers agreed to use the extensions
+  const char* name = nullptr;
 };
 
-// Order of initializers = opcode value; keep it.
+// Order of initializers = opcode value; keep it. RFC 7306 §4.1: the Immediate Data messages and
+// the Atomic Request use QN 0 and QN 1 like Send and Read Request (an Atomic Request takes the
+// same inbound queue, so IRD and ORD count Reads and atomics alike, §5.2); the Atomic Response
+// has its own QN 3. The 8 octets of Immediate Data are the message (no ULP payload, §6.2).
 inline constexpr std::array<OpcodeInfo, 16> kOpcodeTable = {{
-    {true, true, 0, 0, true, false, "RDMA Write"},
-    {true, false, kQnReadRequest, kReadRequestHeaderSize, false, false, "RDMA Read Request"},
-    {true, true, 0, 0, true, false, "RDMA Read Response"},
-    {true, false, kQnSend, 0, true, false, "Send"},
-    {true, false, kQnSend, 0, true, true, "Send with Invalidate"},
-    {true, false, kQnSend, 0, true, false, "Send with Solicited Event"},
-    {true, false, kQnSend, 0, true, true, "Send with Solicited Event and Invalidate"},
-    {true, false, kQnTerminate, 4, false, false, "Terminate"},
-    {false, false, 0, 0, false, false, "Reserved (8)"},
-    {false, false, 0, 0, false, false, "Reserved (9)"},
-    {false, false, 0, 0, false, false, "Reserved (10)"},
-    {false, false, 0, 0, false, false, "Reserved (11)"},
-    {false, false, 0, 0, false, false, "Reserved (12)"},
-    {false, false, 0, 0, false, false, "Reserved (13)"},
-    {false, false, 0, 0, false, false, "Reserved (14)"},
-    {false, false, 0, 0, false, false, "Reserved (15)"},
+    {.valid = true, .tagged = true, .payload_allowed = true, .name = "RDMA Write"},
+    {.valid = true,
+     .qn = kQnReadRequest,
+     .rdmap_header_size = kReadRequestHeaderSize,
+     .fixed_header = true,
+     .name = "RDMA Read Request"},
+    {.valid = true, .tagged = true, .payload_allowed = true, .name = "RDMA Read Response"},
+    {.valid = true, .qn = kQnSend, .payload_allowed = true, .name = "Send"},
+    {.valid = true,
+     .qn = kQnSend,
+     .payload_allowed = true,
+     .carries_inval_stag = true,
+     .name = "Send with Invalidate"},
+    {.valid = true, .qn = kQnSend, .payload_allowed = true, .name = "Send with Solicited Event"},
+    {.valid = true,
+     .qn = kQnSend,
+     .payload_allowed = true,
+     .carries_inval_stag = true,
+     .name = "Send with Solicited Event and Invalidate"},
+    {.valid = true, .qn = kQnTerminate, .rdmap_header_size = 4, .name = "Terminate"},
+    {.valid = true,
+     .qn = kQnSend,
+     .rdmap_header_size = kImmediateDataSize,
+     .fixed_header = true,
+     .extension = true,
+     .name = "Immediate Data"},
+    {.valid = true,
+     .qn = kQnSend,
+     .rdmap_header_size = kImmediateDataSize,
+     .fixed_header = true,
+     .extension = true,
+     .name = "Immediate Data with Solicited Event"},
+    {.valid = true,
+     .qn = kQnReadRequest,
+     .rdmap_header_size = kAtomicRequestHeaderSize,
+     .fixed_header = true,
+     .extension = true,
+     .name = "Atomic Request"},
+    {.valid = true,
+     .qn = kQnAtomicResponse,
+     .rdmap_header_size = kAtomicResponseHeaderSize,
+     .fixed_header = true,
+     .extension = true,
+     .name = "Atomic Response"},
+    {.name = "Reserved (12)"},
+    {.name = "Reserved (13)"},
+    {.name = "Reserved (14)"},
+    {.name = "Reserved (15)"},
 }};
 
 // Any value is masked to 4 bits, so an out-of-range opcode is never an out-of-bounds read.
@@ -90,5 +140,49 @@ struct ReadRequestHeader {
 
 void encode_read_request(uint8_t* out28, const ReadRequestHeader& h);
 ReadRequestHeader decode_read_request(const uint8_t* in28);
+
+// RFC 7306 §5.2.1 Figure 5 (the low 4 bits of the header's first word; the other 28 reserved).
+enum class AtomicOpcode : uint8_t { FetchAdd = 0, CmpSwap = 2 };
+inline constexpr uint32_t kAtomicMaskOpcode = 0x0F;
+
+// RFC 7306 §5.2.1 Figure 4, every field big-endian. FetchAdd: data/mask are the Add Data and
+// Add Mask, compare/compare_mask unused; CmpSwap: the Swap Data and Swap Mask, then the Compare
+// Data and Compare Mask.
+struct AtomicRequestHeader {
+  uint8_t aopcode = 0;  // 4 bits, as received (only FetchAdd and CmpSwap are defined)
+  uint32_t request_id = 0;
+  uint32_t stag = 0;
+  uint64_t to = 0;
+  uint64_t data = 0;
+  uint64_t data_mask = 0;
+  uint64_t compare = 0;
+  uint64_t compare_mask = 0;
+};
+
+// RFC 7306 §5.2.2 Figure 6: the request's identifier and the target's value before the update.
+struct AtomicResponseHeader {
+  uint32_t request_id = 0;
+  uint64_t original = 0;
+};
+
+void encode_atomic_request(uint8_t* out52, const AtomicRequestHeader& h);
+AtomicRequestHeader decode_atomic_request(const uint8_t* in52);  // reserved bits ignored
+void encode_atomic_response(uint8_t* out12, const AtomicResponseHeader& h);
+AtomicResponseHeader decode_atomic_response(const uint8_t* in12);
+
+// The value an atomic leaves in the target whose value was v (RFC 7306 §5.1), in the target's
+// own byte order. FetchAdd adds field by field: a 1 in the mask marks the most significant bit
+// of a field, whose carry out is dropped (mask 0: one 64-bit add). CmpSwap stores the masked
+// swap bits only if v matches the compare data in every compare-mask bit; otherwise v stays.
+constexpr uint64_t atomic_fetch_add_result(uint64_t v, uint64_t add, uint64_t mask) {
+  // Without the field tops the sums cannot carry across a boundary; each top bit is then
+  // its own sum bit (v ^ add ^ the carry that reached it), its carry dropped.
+  return ((v & ~mask) + (add & ~mask)) ^ ((v ^ add) & mask);
+}
+constexpr uint64_t atomic_cmp_swap_result(uint64_t v, uint64_t compare, uint64_t compare_mask,
+                                          uint64_t swap, uint64_t swap_mask) {
+  if (((compare ^ v) & compare_mask) != 0) return v;
+  return (v & ~swap_mask) | (swap & swap_mask);
+}
 
 }  // namespace uiw::wire

@@ -2,7 +2,8 @@
 // or SCTP records; DDP/RDMAP validation, tagged and untagged placement, Read Responses into a
 // Read's scatter list, delivery, Terminate), then the transmit side is drained.
 // Input: mode byte (MPA options), ops byte (chunking, ORD/IRD, an outstanding Read), llp byte
-// (bit 0: SCTP, RFC 5043), then the bytes the peer sent.
+// (bit 0: SCTP, RFC 5043; bit 1: RFC 7306 agreed; bit 2: with it, an outstanding FetchAdd after
+// the Read), then the bytes the peer sent.
 // The regions have fixed STags and the Read's sink STag is the engine's first, so the fuzzer
 // reaches placement by mutating a seed instead of guessing random keys (tests/fuzz/corpus).
 // Invariants checked beyond "no crash": guard bytes around every registered region never change,
@@ -39,6 +40,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t mode = data[0];
   const uint8_t ops = data[1];
   const bool sctp = data[2] & 1;
+  const bool rdmap_ext = data[2] & 2;
+  const bool pending_atomic = rdmap_ext && (data[2] & 4);
   data += 3;
   size -= 3;
 
@@ -64,9 +67,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     r.mem.assign(256 + 2 * kGuard, 0xA5);
     std::memset(r.body(), 0, r.size());
     r.stag = (static_cast<memory::Stag>(i + 1) << 8) | 1;
-    if (reg.register_region_with_stag(
-            r.stag, pd, r.body(), r.size(), 0x1000u * (i + 1),
-            memory::kLocalWrite | memory::kRemoteWrite | memory::kRemoteRead) != 0)
+    if (reg.register_region_with_stag(r.stag, pd, r.body(), r.size(), 0x1000u * (i + 1),
+                                      memory::kLocalWrite | memory::kRemoteWrite |
+                                          memory::kRemoteRead | memory::kRemoteAtomic) != 0)
       abort();
   }
   for (int i = 0; i < 4; ++i) {
@@ -87,6 +90,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     w.remote_stag = 0x1234;
     if (qp.post_send(w) != 0) abort();
   }
+  if (pending_atomic) {  // its original value lands in region 1 after the Read's
+    engine::SendWr w;
+    w.opcode = engine::WrOpcode::AtomicFetchAdd;
+    w.num_sge = 1;
+    w.sg_list[0] = {0x2000 + 192, 8, regions[1].stag};
+    w.remote_stag = 0x1234;
+    w.compare_add = 1;
+    if (qp.post_send(w) != 0) abort();
+  }
 
   engine::ConnParams p;
   p.crc = mode & 1;
@@ -96,6 +108,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   p.mulpdu = 128 + (mode >> 4) * 512;
   p.ord = p.ird = 1 + (ops >> 4);
   if (sctp) p.llp = engine::Llp::Sctp;
+  p.rdmap_ext = rdmap_ext;
   qp.start(p);
   const auto drain_tx = [&qp] {
     for (int i = 0; i < 4; ++i) {

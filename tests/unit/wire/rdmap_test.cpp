@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 
 #include "unit/wire/wire_test_util.h"
@@ -34,24 +35,31 @@ TEST(RdmapTest, VersionAndOpcodeExtraction) {
   EXPECT_EQ(rdmap_version(0x05), 0);
 }
 
-TEST(RdmapTest, OpcodeTableMatchesFigure4) {
+TEST(RdmapTest, OpcodeTableMatchesFigure4AndRfc7306) {
   struct Row {
     Opcode op;
     bool tagged;
     uint32_t qn;
     size_t hdr;
+    bool fixed;
     bool payload;
     bool inval;
+    bool extension;
   };
   const Row rows[] = {
-      {Opcode::RdmaWrite, true, 0, 0, true, false},
-      {Opcode::ReadRequest, false, 1, 28, false, false},
-      {Opcode::ReadResponse, true, 0, 0, true, false},
-      {Opcode::Send, false, 0, 0, true, false},
-      {Opcode::SendInv, false, 0, 0, true, true},
-      {Opcode::SendSe, false, 0, 0, true, false},
-      {Opcode::SendSeInv, false, 0, 0, true, true},
-      {Opcode::Terminate, false, 2, 4, false, false},
+      {Opcode::RdmaWrite, true, 0, 0, false, true, false, false},
+      {Opcode::ReadRequest, false, 1, 28, true, false, false, false},
+      {Opcode::ReadResponse, true, 0, 0, false, true, false, false},
+      {Opcode::Send, false, 0, 0, false, true, false, false},
+      {Opcode::SendInv, false, 0, 0, false, true, true, false},
+      {Opcode::SendSe, false, 0, 0, false, true, false, false},
+      {Opcode::SendSeInv, false, 0, 0, false, true, true, false},
+      {Opcode::Terminate, false, 2, 4, false, false, false, false},
+      // RFC 7306 §4.1 Figure 2 (queues) and Figure 3 (no ULP payload), §5.2, §6.2.
+      {Opcode::ImmediateData, false, 0, 8, true, false, false, true},
+      {Opcode::ImmediateDataSe, false, 0, 8, true, false, false, true},
+      {Opcode::AtomicRequest, false, 1, 52, true, false, false, true},
+      {Opcode::AtomicResponse, false, 3, 12, true, false, false, true},
   };
   for (const auto& r : rows) {
     const auto& info = opcode_info(static_cast<uint8_t>(r.op));
@@ -62,17 +70,98 @@ TEST(RdmapTest, OpcodeTableMatchesFigure4) {
       EXPECT_EQ(info.qn, r.qn);
     }
     EXPECT_EQ(info.rdmap_header_size, r.hdr);
+    EXPECT_EQ(info.fixed_header, r.fixed);
     EXPECT_EQ(info.payload_allowed, r.payload);
     EXPECT_EQ(info.carries_inval_stag, r.inval);
+    EXPECT_EQ(info.extension, r.extension);
   }
   EXPECT_EQ(std::string(opcode_info(3).name), "Send");
 }
 
 TEST(RdmapTest, ReservedOpcodesInvalid) {
-  for (uint8_t op = 8; op < 16; ++op) EXPECT_FALSE(opcode_info(op).valid) << int(op);
+  for (uint8_t op = 12; op < 16; ++op) EXPECT_FALSE(opcode_info(op).valid) << int(op);
   // Out-of-range values are masked, never read out of bounds.
   EXPECT_TRUE(opcode_info(0x43).valid);
   EXPECT_FALSE(opcode_info(0xFF).valid);
+}
+
+// RFC 7306 §5.2.1 Figure 4: a CmpSwap request, field by field at its documented offset.
+TEST(RdmapTest, AtomicRequestLayout) {
+  AtomicRequestHeader h;
+  h.aopcode = static_cast<uint8_t>(AtomicOpcode::CmpSwap);
+  h.request_id = 0x01020304;
+  h.stag = 0xA0B0C0D0;
+  h.to = 0x1122334455667788;
+  h.data = 0x0101010101010101;
+  h.data_mask = 0xFFFFFFFFFFFFFFFF;
+  h.compare = 0x0202020202020202;
+  h.compare_mask = 0x00000000FFFFFFFF;
+  uint8_t out[kAtomicRequestHeaderSize];
+  encode_atomic_request(out, h);
+  const uint8_t want[kAtomicRequestHeaderSize] = {
+      0x00, 0x00, 0x00, 0x02, 0x01, 0x02, 0x03, 0x04, 0xA0, 0xB0, 0xC0, 0xD0, 0x11,
+      0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01,
+      0x01, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02, 0x02, 0x02,
+      0x02, 0x02, 0x02, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF, 0xFF, 0xFF};
+  EXPECT_EQ(0, std::memcmp(out, want, sizeof want));
+  // The 28 reserved bits are ignored on receive (RFC 7306 §5.2.1).
+  out[0] = 0xFF;
+  out[3] |= 0xF0;
+  const AtomicRequestHeader d = decode_atomic_request(out);
+  EXPECT_EQ(d.aopcode, 2);
+  EXPECT_EQ(d.request_id, h.request_id);
+  EXPECT_EQ(d.stag, h.stag);
+  EXPECT_EQ(d.to, h.to);
+  EXPECT_EQ(d.data, h.data);
+  EXPECT_EQ(d.data_mask, h.data_mask);
+  EXPECT_EQ(d.compare, h.compare);
+  EXPECT_EQ(d.compare_mask, h.compare_mask);
+}
+
+TEST(RdmapTest, AtomicResponseLayout) {
+  uint8_t out[kAtomicResponseHeaderSize];
+  encode_atomic_response(out, {0xDEADBEEF, 0x0102030405060708});
+  const uint8_t want[] = {0xDE, 0xAD, 0xBE, 0xEF, 1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_EQ(0, std::memcmp(out, want, sizeof want));
+  const AtomicResponseHeader d = decode_atomic_response(out);
+  EXPECT_EQ(d.request_id, 0xDEADBEEFu);
+  EXPECT_EQ(d.original, 0x0102030405060708u);
+}
+
+// RFC 7306 §5.1.1's bit-serial definition of the masked add, against the closed form.
+uint64_t masked_add_by_bits(uint64_t v, uint64_t add, uint64_t mask) {
+  uint64_t r = 0, carry = 0;
+  for (int b = 0; b < 64; ++b) {
+    const uint64_t sum = carry + ((v >> b) & 1) + ((add >> b) & 1);
+    r |= (sum & 1) << b;
+    carry = (sum >> 1) & ~((mask >> b) & 1);
+  }
+  return r;
+}
+
+TEST(RdmapTest, MaskedFetchAddFollowsTheBitSerialDefinition) {
+  EXPECT_EQ(atomic_fetch_add_result(5, 7, 0), 12u);  // mask 0: one 64-bit add
+  EXPECT_EQ(atomic_fetch_add_result(~0ull, 1, 0), 0u);
+  EXPECT_EQ(atomic_fetch_add_result(0xF0, 0xFF, ~0ull), 0x0Fu);  // every bit a field: XOR
+  // Two 32-bit fields: the low one wraps without carrying into the high one.
+  EXPECT_EQ(atomic_fetch_add_result(0x00000001FFFFFFFF, 1, 0x8000000080000000),
+            0x0000000100000000u);
+  uint64_t x = 0x9E3779B97F4A7C15;
+  for (int i = 0; i < 20000; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const uint64_t v = x, add = x * 0xBF58476D1CE4E5B9, mask = (x >> 3) * 0x94D049BB133111EB;
+    ASSERT_EQ(atomic_fetch_add_result(v, add, mask), masked_add_by_bits(v, add, mask))
+        << std::hex << v << " " << add << " " << mask;
+  }
+}
+
+TEST(RdmapTest, MaskedCmpSwap) {
+  // Unmasked compare-and-swap: both masks all ones.
+  EXPECT_EQ(atomic_cmp_swap_result(7, 7, ~0ull, 9, ~0ull), 9u);
+  EXPECT_EQ(atomic_cmp_swap_result(7, 8, ~0ull, 9, ~0ull), 7u);
+  // Only the compare-mask bits are compared; only the swap-mask bits are stored.
+  EXPECT_EQ(atomic_cmp_swap_result(0xAB, 0x0B, 0x0F, 0x50, 0xF0), 0x5Bu);
+  EXPECT_EQ(atomic_cmp_swap_result(0xAB, 0x0C, 0x0F, 0x50, 0xF0), 0xABu);
 }
 
 TEST(RdmapTest, FirstTwoOctetsPerMessage) {
