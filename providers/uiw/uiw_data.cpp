@@ -41,9 +41,11 @@ constexpr ibv_wc_status kMapWcStatus[] = {
 static_assert(std::size(kMapWcStatus) == static_cast<size_t>(WcStatus::GeneralErr) + 1);
 
 // engine::WcOpcode (declaration order) -> ibv_wc_opcode.
-constexpr ibv_wc_opcode kMapWcOpcode[] = {IBV_WC_SEND, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ,
-                                          IBV_WC_RECV, IBV_WC_FETCH_ADD,  IBV_WC_COMP_SWAP};
-static_assert(std::size(kMapWcOpcode) == static_cast<size_t>(WcOpcode::AtomicCmpSwap) + 1);
+constexpr ibv_wc_opcode kMapWcOpcode[] = {
+    IBV_WC_SEND,      IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ,          IBV_WC_RECV,
+    IBV_WC_FETCH_ADD, IBV_WC_COMP_SWAP,  IBV_WC_RECV_RDMA_WITH_IMM,
+};
+static_assert(std::size(kMapWcOpcode) == static_cast<size_t>(WcOpcode::RecvRdmaWithImm) + 1);
 
 // ibv_send_flags -> engine::SendFlags.
 uint32_t map_send_flags(unsigned int f, bool sig_all) {

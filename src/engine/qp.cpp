@@ -136,6 +136,7 @@ int Qp::fill_sq_entry(const SendWr& wr) {
   e.sink_stag = 0;
   e.request_id = 0;
   e.msn = 0;
+  e.imm_out = false;
   if (wr.flags & kSendInline) {
     if (!tx_op(wr.opcode).inline_ok) return -EINVAL;
     uint64_t len = 0;
@@ -156,9 +157,12 @@ int Qp::fill_sq_entry(const SendWr& wr) {
   // RDMAP §1.1: a message carries at most 2^32 - 1 octets.
   if (e.status == WcStatus::Success && e.sgl.total > UINT32_MAX) e.status = WcStatus::LocLenErr;
   // RFC 7306 §5.1: the operands and the original value returned are 64 bits.
-  if (op.extension && e.status == WcStatus::Success &&
+  if (op.extension && op.outbound_read && e.status == WcStatus::Success &&
       (e.sgl.n != 1 || e.sgl.total != sizeof(uint64_t)))
     return -EINVAL;
+  // A Write with Immediate reports its length in 31 bits (wire::ImmediateData).
+  if (wr.opcode == WrOpcode::RdmaWriteImm && e.sgl.total >= wire::kImmediateForNextSend)
+    e.status = WcStatus::LocLenErr;
   if (op.outbound_read) sq_reads_.fetch_add(1);  // before the caller publishes
   return 0;
 }

@@ -167,6 +167,7 @@ class Qp final : private SegmentRx {
     uint32_t sink_stag;   // RDMA Read: the STag our Read Request names for the response
     uint32_t request_id;  // atomics: the Request Identifier its Atomic Response echoes
     uint32_t msn;         // untagged messages: the MSN assigned at transmit
+    bool imm_out;         // RdmaWriteImm: the Write is out; SendImm: the Immediate Data is
     uint8_t inline_data[kMaxInline];
   };
   // An inbound Read Request, or an Atomic Request (RFC 7306 §5.2: the same queue, answered in
@@ -221,16 +222,21 @@ class Qp final : private SegmentRx {
                                  // §5.2), awaits its response
     bool extension = false;      // RFC 7306: only on a connection that agreed to it
   };
-  static const std::array<TxOp, 6> kTxOps;
+  static const std::array<TxOp, 8> kTxOps;
   static const TxOp& tx_op(WrOpcode op) { return kTxOps[static_cast<size_t>(op)]; }
   void build_read_request(SqEntry& e);
   void await_response(SqEntry& e);
-  void build_header_only(wire::Opcode op, uint32_t qn, std::span<const uint8_t> rdmap_header);
+  void build_header_only(wire::Opcode op, uint32_t qn, std::span<const uint8_t> rdmap_header,
+                         SlotDone done = SlotDone::None, uint32_t index = 0);
+  void build_write_imm_segment(SqEntry& e);
+  void build_send_imm_segment(SqEntry& e);
+  void build_immediate(SqEntry& e, uint32_t info, bool completes);
   void build_atomic_request(SqEntry& e);
   bool build_atomic_response(IrqEntry& q);
   void build_write_segment(SqEntry& e);
   void build_send_segment(SqEntry& e);
-  void build_data_segment(SqEntry& e, wire::SegmentHeader& h, size_t room);
+  // ends_wr: the message's Last segment completes the WR (not when an Immediate Data follows).
+  void build_data_segment(SqEntry& e, wire::SegmentHeader& h, size_t room, bool ends_wr = true);
   void end_message_in_error(SqEntry& e);
   bool build_irq_segment();
   void build_terminate();
@@ -357,6 +363,9 @@ class Qp final : private SegmentRx {
   std::array<uint8_t, kMaxHeader> rx_hdr_{};  // from the DDP control octet on
   std::array<uint8_t, 64> rx_term_{};
   bool rx_rtr_send_ = false;  // the current message is the peer's zero-length RTR Send
+  // An Immediate Data for the Send that follows (wire::kImmediateForNextSend) was received.
+  bool rx_imm_for_send_ = false;
+  uint32_t rx_imm_ = 0;
 
   // Errors: the first cause wins (RDMAP §7.1 item 24).
   std::optional<wire::TerminateMessage> term_sent_;

@@ -427,6 +427,8 @@ bool Qp::rx_begin_terminate() {
 
 // RFC 7306 §6.3: an Immediate Data message is one untagged QN 0 segment of exactly 8 octets
 // (read as its fixed header) and takes the next receive buffer, in MSN order with Sends.
+// One for the Send that follows (wire::kImmediateForNextSend) takes no buffer of its own: that
+// Send's receive completes with it; a second one before that Send is the peer's error.
 bool Qp::rx_begin_immediate() {
   if (rx_send_active_ || rx_seg_.msn != rx_expected_msn_[wire::kQnSend]) {
     rx_fail(untagged(term::kDdpMsnRange));  // RFC 5041 §7.1 untagged check 5
@@ -436,10 +438,12 @@ bool Qp::rx_begin_immediate() {
     rx_fail(untagged(term::kDdpInvalidMo));
     return false;
   }
-  if (rx_payload_len_ != 0 || !rx_seg_.last) {  // more than its 8 octets
+  if (rx_payload_len_ != 0 || !rx_seg_.last || rx_imm_for_send_) {  // more than its 8 octets
     rx_fail(remote_op(term::kUnspecified));
     return false;
   }
+  const wire::ImmediateData d = wire::decode_immediate(rx_hdr_.data() + wire::kUntaggedHeaderSize);
+  if (d.info == wire::kImmediateForNextSend) return true;
   if (!cfg_.rq->take(&rx_send_wr_)) {  // RFC 5041 §7.1 untagged check 2
     rx_fail(untagged(term::kDdpNoBuffer));
     return false;
@@ -449,13 +453,20 @@ bool Qp::rx_begin_immediate() {
 
 void Qp::rx_deliver_immediate() {
   ++rx_expected_msn_[wire::kQnSend];
+  const wire::ImmediateData d = wire::decode_immediate(rx_hdr_.data() + wire::kUntaggedHeaderSize);
+  if (d.info == wire::kImmediateForNextSend) {
+    rx_imm_for_send_ = true;
+    rx_imm_ = d.imm;
+    return;
+  }
   Completion c{};
   c.wr_id = rx_send_wr_.wr_id;
-  c.opcode = WcOpcode::Recv;
+  c.opcode = WcOpcode::RecvRdmaWithImm;
   c.qp_num = cfg_.qp_num;
+  c.byte_len = d.info;
   c.flags = kWcWithImm;
   if (rx_opcode_ == static_cast<uint8_t>(wire::Opcode::ImmediateDataSe)) c.flags |= kWcSolicited;
-  c.immediate = wire::load_be64(rx_hdr_.data() + wire::kUntaggedHeaderSize);
+  c.imm_data = d.imm;
   push_cqe(cfg_.recv_cq, c);
 }
 
@@ -605,6 +616,10 @@ void Qp::rx_deliver_send() {
     }
     c.flags |= kWcWithInv;
     c.invalidated_stag = rx_seg_.inval_stag;
+  }
+  if (std::exchange(rx_imm_for_send_, false)) {
+    c.flags |= kWcWithImm;
+    c.imm_data = rx_imm_;
   }
   rx_send_active_ = false;
   push_cqe(cfg_.recv_cq, c);

@@ -174,7 +174,7 @@ void Qp::unbuild_slot(TxSlot& s) {
 
 // The send queue's operations, indexed by WrOpcode; the wire side of each RDMAP opcode is
 // wire::kOpcodeTable's, the receive side kRxOps's.
-constexpr std::array<Qp::TxOp, 6> Qp::kTxOps = {{
+constexpr std::array<Qp::TxOp, 8> Qp::kTxOps = {{
     // Send: RDMAP §5.3, untagged on QN 0.
     {&Qp::build_send_segment, WcOpcode::Send, 0, true, true, false, false},
     // Send with Invalidate: the same, naming the peer's STag to invalidate (§5.3).
@@ -189,13 +189,20 @@ constexpr std::array<Qp::TxOp, 6> Qp::kTxOps = {{
      true},
     {&Qp::build_atomic_request, WcOpcode::AtomicCmpSwap, memory::kLocalWrite, false, false, true,
      true},
+    // Write with Immediate: the Write, then an Immediate Data message (RFC 7306 §6: completed at
+    // the peer once the Write is placed); Send with Immediate: an Immediate Data message the
+    // Send that follows carries (wire::ImmediateData). Each takes its own MSNs on QN 0.
+    {&Qp::build_write_imm_segment, WcOpcode::RdmaWrite, 0, true, false, false, true},
+    {&Qp::build_send_imm_segment, WcOpcode::Send, 0, true, false, false, true},
 }};
 static_assert(static_cast<size_t>(WrOpcode::Send) == 0 &&
                   static_cast<size_t>(WrOpcode::SendInv) == 1 &&
                   static_cast<size_t>(WrOpcode::RdmaWrite) == 2 &&
                   static_cast<size_t>(WrOpcode::RdmaRead) == 3 &&
                   static_cast<size_t>(WrOpcode::AtomicFetchAdd) == 4 &&
-                  static_cast<size_t>(WrOpcode::AtomicCmpSwap) == 5,
+                  static_cast<size_t>(WrOpcode::AtomicCmpSwap) == 5 &&
+                  static_cast<size_t>(WrOpcode::RdmaWriteImm) == 6 &&
+                  static_cast<size_t>(WrOpcode::SendImm) == 7,
               "kTxOps is indexed by WrOpcode");
 
 // RDMAP §4.4 / §5.2.1: one untagged segment on QN 1, never any payload. The sink STag names this
@@ -222,13 +229,14 @@ void Qp::await_response(SqEntry& e) {
 
 // A message of one untagged segment that is all headers (RDMAP's own requests and responses):
 // the DDP header on queue qn with its next MSN, then the RDMAP header the caller encoded.
-void Qp::build_header_only(wire::Opcode op, uint32_t qn, std::span<const uint8_t> rdmap_header) {
+void Qp::build_header_only(wire::Opcode op, uint32_t qn, std::span<const uint8_t> rdmap_header,
+                           SlotDone done, uint32_t index) {
   wire::SegmentHeader h{};
   h.last = true;
   h.rdmap_control = wire::rdmap_control(op);
   h.qn = qn;
   h.msn = tx_msn_[qn]++;
-  TxSlot& s = begin_slot(SlotDone::None, 0);
+  TxSlot& s = begin_slot(done, index);
   const size_t hlen = wire::encode_segment_header(s.hdr + kFramePrefix, h);
   std::memcpy(s.hdr + kFramePrefix + hlen, rdmap_header.data(), rdmap_header.size());
   const size_t ulpdu = hlen + rdmap_header.size();
@@ -264,6 +272,53 @@ void Qp::build_atomic_request(SqEntry& e) {
   await_response(e);
 }
 
+// An Immediate Data message (RFC 7306 §6.2) for e; completes e once the LLP took it, if it
+// comes last.
+void Qp::build_immediate(SqEntry& e, uint32_t info, bool completes) {
+  const bool se = e.wr.flags & kSendSolicited;
+  uint8_t data[wire::kImmediateDataSize];
+  wire::encode_immediate(data, {e.wr.imm_data, info});
+  build_header_only(se ? wire::Opcode::ImmediateDataSe : wire::Opcode::ImmediateData, wire::kQnSend,
+                    data, completes ? SlotDone::SqEntry : SlotDone::None, sq_tx_);
+  e.imm_out = true;
+  if (completes) {
+    ++sq_tx_;
+    tx_kind_ = TxKind::None;
+  }
+}
+
+void Qp::build_write_imm_segment(SqEntry& e) {
+  if (!e.imm_out) {
+    wire::SegmentHeader h{};
+    h.tagged = true;
+    h.rdmap_control = wire::rdmap_control(wire::Opcode::RdmaWrite);
+    h.stag = e.wr.remote_stag;
+    h.to = e.wr.remote_addr + tx_offset_;
+    build_data_segment(e, h, params_.mulpdu - wire::kTaggedHeaderSize, false);
+    return;
+  }
+  // The Write's length fits: RDMAP §1.1 bounds a message below 2^32, and fill_sq_entry below
+  // kImmediateForNextSend.
+  build_immediate(e, static_cast<uint32_t>(e.sgl.total), true);
+}
+
+// The Immediate Data first, then the Send (its MSN the next one): the receiver holds the
+// immediate for the Send, whose receive completes with it.
+void Qp::build_send_imm_segment(SqEntry& e) {
+  if (!e.imm_out) {
+    build_immediate(e, wire::kImmediateForNextSend, false);
+    e.msn = tx_msn_[wire::kQnSend]++;
+    return;
+  }
+  wire::SegmentHeader h{};
+  h.rdmap_control = wire::rdmap_control((e.wr.flags & kSendSolicited) ? wire::Opcode::SendSe
+                                                                      : wire::Opcode::Send);
+  h.qn = wire::kQnSend;
+  h.msn = e.msn;
+  h.mo = static_cast<uint32_t>(tx_offset_);
+  build_data_segment(e, h, params_.mulpdu - wire::kUntaggedHeaderSize);
+}
+
 void Qp::build_write_segment(SqEntry& e) {
   wire::SegmentHeader h{};
   h.tagged = true;
@@ -285,11 +340,11 @@ void Qp::build_send_segment(SqEntry& e) {
 
 // The next segment of a Write or Send: RFC 5041 §5.2, no larger than MULPDU (room is what its
 // header leaves for payload); the L segment is posted last (§4.1).
-void Qp::build_data_segment(SqEntry& e, wire::SegmentHeader& h, size_t room) {
+void Qp::build_data_segment(SqEntry& e, wire::SegmentHeader& h, size_t room, bool ends_wr) {
   const uint64_t total = e.sgl.total;
   const uint64_t chunk = std::min<uint64_t>(total - tx_offset_, room);
   h.last = tx_offset_ + chunk == total;
-  TxSlot& s = begin_slot(h.last ? SlotDone::SqEntry : SlotDone::None, sq_tx_);
+  TxSlot& s = begin_slot(h.last && ends_wr ? SlotDone::SqEntry : SlotDone::None, sq_tx_);
   s.from_sq = true;
   const size_t hlen = wire::encode_segment_header(s.hdr + kFramePrefix, h);
   const size_t ulpdu = hlen + chunk;
@@ -309,7 +364,9 @@ void Qp::build_data_segment(SqEntry& e, wire::SegmentHeader& h, size_t room) {
   }
   tx_framer_->end(s, ulpdu);
   tx_offset_ += chunk;
-  if (h.last) {
+  if (h.last && !ends_wr) {
+    e.imm_out = true;  // the Immediate Data that follows ends it
+  } else if (h.last) {
     ++sq_tx_;
     tx_kind_ = TxKind::None;
   }

@@ -19,8 +19,18 @@ struct Sge {
   uint32_t lkey;
 };
 
-// AtomicFetchAdd / AtomicCmpSwap: RFC 7306 §5 (only where ConnParams::rdmap_ext).
-enum class WrOpcode : uint8_t { Send, SendInv, RdmaWrite, RdmaRead, AtomicFetchAdd, AtomicCmpSwap };
+// AtomicFetchAdd / AtomicCmpSwap (RFC 7306 §5) and the two with an immediate (§6; wire::
+// ImmediateData) only where ConnParams::rdmap_ext.
+enum class WrOpcode : uint8_t {
+  Send,
+  SendInv,
+  RdmaWrite,
+  RdmaRead,
+  AtomicFetchAdd,
+  AtomicCmpSwap,
+  RdmaWriteImm,
+  SendImm,
+};
 
 enum SendFlags : uint32_t {
   kSendSignaled = 1u << 0,
@@ -42,6 +52,7 @@ struct SendWr {
   // target equals compare_add. The one 8-octet SGE receives the target's original value.
   uint64_t compare_add = 0;
   uint64_t swap = 0;
+  uint32_t imm_data = 0;  // RdmaWriteImm, SendImm: verbs' immediate, as given (network order)
 };
 
 struct RecvWr {
@@ -67,7 +78,16 @@ enum class WcStatus : uint8_t {
 };
 const char* wc_status_name(WcStatus);
 
-enum class WcOpcode : uint8_t { Send, RdmaWrite, RdmaRead, Recv, AtomicFetchAdd, AtomicCmpSwap };
+// RecvRdmaWithImm: an Immediate Data message that no Send carries (a Write with Immediate).
+enum class WcOpcode : uint8_t {
+  Send,
+  RdmaWrite,
+  RdmaRead,
+  Recv,
+  AtomicFetchAdd,
+  AtomicCmpSwap,
+  RecvRdmaWithImm,
+};
 
 enum WcFlags : uint32_t {
   kWcWithInv = 1u << 0,    // a Send with Invalidate was received; invalidated_stag is valid
@@ -84,7 +104,7 @@ struct Completion {
   uint32_t flags = 0;
   uint32_t invalidated_stag = 0;
   uint32_t vendor_err = 0;  // Terminate control word when a Terminate caused the error
-  uint64_t immediate = 0;   // kWcWithImm: the message's 8 octets, big-endian (RFC 7306 §6.2)
+  uint32_t imm_data = 0;    // kWcWithImm: verbs' immediate, as the peer gave it
 };
 
 // RFC 6581 peer-to-peer "ready to receive" message the initiator sends first.

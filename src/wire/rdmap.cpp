@@ -1,5 +1,7 @@
 #include "wire/rdmap.h"
 
+#include <cstring>
+
 #include "wire/bytes.h"
 
 namespace uiw::wire {
@@ -27,6 +29,18 @@ ReadRequestHeader decode_read_request(const uint8_t* in28) {
   h.src_stag = load_be32(in28 + 16);
   h.src_to = load_be64(in28 + 20);
   return h;
+}
+
+void encode_immediate(uint8_t* out8, const ImmediateData& d) {
+  std::memcpy(out8, &d.imm, 4);
+  store_be32(out8 + 4, d.info);
+}
+
+ImmediateData decode_immediate(const uint8_t* in8) {
+  ImmediateData d;
+  std::memcpy(&d.imm, in8, 4);
+  d.info = load_be32(in8 + 4);
+  return d;
 }
 
 void encode_atomic_request(uint8_t* out52, const AtomicRequestHeader& h) {

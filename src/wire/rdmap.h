@@ -165,6 +165,20 @@ struct AtomicResponseHeader {
   uint64_t original = 0;
 };
 
+// The 8 octets of an Immediate Data message are the ULP's (RFC 7306 §6.2). uiw's verbs mapping
+// puts verbs' 32-bit immediate in the first four, as the application gave it, and in the last
+// four either the length of the RDMA Write the message follows (Write with Immediate: the
+// receive completion reports it as byte_len) or kImmediateForNextSend: the Send that follows
+// carries it (Send with Immediate: one receive, completed by the Send). Only connections whose
+// peers agreed to the extensions use it, and both ends are uiw's.
+struct ImmediateData {
+  uint32_t imm = 0;   // verbs' imm_data: the octets as given, in memory order
+  uint32_t info = 0;  // a Write's length, or kImmediateForNextSend
+};
+inline constexpr uint32_t kImmediateForNextSend = 0x80000000u;
+void encode_immediate(uint8_t* out8, const ImmediateData& d);
+ImmediateData decode_immediate(const uint8_t* in8);
+
 void encode_atomic_request(uint8_t* out52, const AtomicRequestHeader& h);
 AtomicRequestHeader decode_atomic_request(const uint8_t* in52);  // reserved bits ignored
 void encode_atomic_response(uint8_t* out12, const AtomicResponseHeader& h);

@@ -303,6 +303,69 @@ TEST_F(QpAtomicTest, UnmappedOrReadOnlyTargetIsAnErrorNotASignal) {
   }
 }
 
+// Write with Immediate and Send with Immediate, as verbs define them: one receive each at the
+// peer, completed with the immediate (and the Write's length, or the Send's).
+TEST_F(QpAtomicTest, WriteAndSendWithImmediate) {
+  std::vector<uint8_t> src(3000);
+  fill_pattern(src, 3);
+  const memory::Stag sk = a.reg_mr(src, 0);
+  std::vector<uint8_t> rbuf(4096, 0);
+  const memory::Stag rbk = b.reg_mr(rbuf, kLocalWrite);
+  for (uint64_t i = 0; i < 3; ++i) {
+    RecvWr r;
+    r.wr_id = 100 + i;
+    r.num_sge = 1;
+    r.sg_list[0] = sge_of(rbuf, rbk);
+    ASSERT_EQ(b.qp->post_recv(r), 0);
+  }
+  SendWr w;
+  w.wr_id = 1;
+  w.opcode = WrOpcode::RdmaWriteImm;
+  w.flags = kSendSignaled;
+  w.num_sge = 1;
+  w.sg_list[0] = sge_of(src, sk);
+  w.remote_stag = tkey;
+  w.remote_addr = to(0);
+  w.imm_data = 0x11223344;
+  ASSERT_EQ(a.qp->post_send(w), 0);
+  w.wr_id = 2;
+  w.opcode = WrOpcode::SendImm;
+  w.sg_list[0] = sge_of(src, sk, 0, 100);
+  w.imm_data = 0x55667788;
+  ASSERT_EQ(a.qp->post_send(w), 0);
+  w.wr_id = 3;  // zero-length: a notification
+  w.opcode = WrOpcode::RdmaWriteImm;
+  w.num_sge = 0;
+  w.imm_data = 0x99AABBCC;
+  ASSERT_EQ(a.qp->post_send(w), 0);
+  pump.run();
+  EXPECT_EQ(0, std::memcmp(target.data(), src.data(), 3000));
+  EXPECT_EQ(0, std::memcmp(rbuf.data(), src.data(), 100));
+  auto sc = a.poll_send();
+  ASSERT_EQ(sc.size(), 3u);
+  EXPECT_EQ(sc[0].opcode, WcOpcode::RdmaWrite);
+  EXPECT_EQ(sc[1].opcode, WcOpcode::Send);
+  for (const Completion& c : sc) EXPECT_EQ(c.status, WcStatus::Success);
+  auto rc = b.poll_recv();
+  ASSERT_EQ(rc.size(), 3u);
+  EXPECT_EQ(rc[0].wr_id, 100u);
+  EXPECT_EQ(rc[0].opcode, WcOpcode::RecvRdmaWithImm);
+  EXPECT_EQ(rc[0].byte_len, 3000u);
+  EXPECT_EQ(rc[0].imm_data, 0x11223344u);
+  EXPECT_EQ(rc[1].wr_id, 101u);
+  EXPECT_EQ(rc[1].opcode, WcOpcode::Recv);
+  EXPECT_EQ(rc[1].byte_len, 100u);
+  EXPECT_EQ(rc[1].imm_data, 0x55667788u);
+  EXPECT_EQ(rc[2].opcode, WcOpcode::RecvRdmaWithImm);
+  EXPECT_EQ(rc[2].byte_len, 0u);
+  EXPECT_EQ(rc[2].imm_data, 0x99AABBCCu);
+  for (const Completion& c : rc) {
+    EXPECT_EQ(c.status, WcStatus::Success);
+    EXPECT_EQ(c.flags & kWcWithImm, kWcWithImm);
+  }
+  EXPECT_EQ(b.qp->state(), QpState::Rts);
+}
+
 // RFC 7306 §1.1: a peer that did not agree never receives an extension opcode.
 TEST(QpRfc7306AgreementTest, WithoutAgreementAnAtomicIsRefusedWhenPosted) {
   Side a(1), b(2);
@@ -387,23 +450,37 @@ class QpRfc7306CraftedTest : public testing::Test {
   memory::Stag key = q.reg_mr(buf, kLocalWrite);
 };
 
-TEST_F(QpRfc7306CraftedTest, ImmediateDataCompletesAReceiveWithItsEightOctets) {
+TEST_F(QpRfc7306CraftedTest, ImmediateDataCompletesAReceiveWithItsImmediate) {
   post_recv(7);
   post_recv(8);
-  const uint8_t imm[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  uint8_t imm[8];
+  wire::encode_immediate(imm, {0x04030201, 4096});  // after a 4096-octet Write
   feed(untagged(wire::Opcode::ImmediateData, wire::kQnSend, 1), imm);
   feed(untagged(wire::Opcode::ImmediateDataSe, wire::kQnSend, 2), imm);
+  EXPECT_EQ(imm[0], 1);  // verbs' immediate travels in memory order
   auto rc = q.poll_recv();
   ASSERT_EQ(rc.size(), 2u);
   EXPECT_EQ(rc[0].wr_id, 7u);
   EXPECT_EQ(rc[0].status, WcStatus::Success);
-  EXPECT_EQ(rc[0].opcode, WcOpcode::Recv);
-  EXPECT_EQ(rc[0].byte_len, 0u);
+  EXPECT_EQ(rc[0].opcode, WcOpcode::RecvRdmaWithImm);
+  EXPECT_EQ(rc[0].byte_len, 4096u);
   EXPECT_EQ(rc[0].flags, kWcWithImm);
-  EXPECT_EQ(rc[0].immediate, 0x0102030405060708u);
+  EXPECT_EQ(rc[0].imm_data, 0x04030201u);
   EXPECT_EQ(rc[1].flags, kWcWithImm | kWcSolicited);
   EXPECT_EQ(buf, std::vector<uint8_t>(64, 0));  // the buffer itself receives nothing
   EXPECT_FALSE(q.qp->terminate_sent().has_value());
+}
+
+// An immediate for the next Send, then another one before that Send: the peer's error.
+TEST_F(QpRfc7306CraftedTest, TwoImmediatesForOneSendAreRefused) {
+  post_recv(7);
+  uint8_t imm[8];
+  wire::encode_immediate(imm, {1, wire::kImmediateForNextSend});
+  feed(untagged(wire::Opcode::ImmediateData, wire::kQnSend, 1), imm);
+  EXPECT_TRUE(q.poll_recv().empty());  // it takes no receive of its own
+  feed(untagged(wire::Opcode::ImmediateData, wire::kQnSend, 2), imm);
+  EXPECT_EQ(sent_cause(), (wire::TerminateCause{TermLayer::Rdma, term::kRdmaRemoteOperation,
+                                                term::kUnspecified}));
 }
 
 TEST_F(QpRfc7306CraftedTest, ImmediateDataOfMoreThanEightOctetsIsRefused) {
