@@ -41,6 +41,14 @@ static inline __u32 uiw_setup_be32(const __u8 *p)
 #define UIW_MPA_CRC 0x4000
 #define UIW_MPA_REJECT 0x2000
 #define UIW_MPA_ENHANCED 0x1000
+/*
+ * uiw's own: the sender implements the RFC 7306 extensions (atomics, Immediate Data) and will
+ * use them if the peer's frame says the same. RFC 7306 defines no negotiation (its §1.1 leaves
+ * it to the ULP); this is 0x04 of octet 16, one of the Res bits RFC 5044 §7.1.1 has receivers
+ * ignore (0x10 is RFC 6581's enhanced flag, 0x08 siw's GSO experiment), so a peer that does
+ * not know it (siw, hardware) answers without it and never receives an extension opcode.
+ */
+#define UIW_MPA_RDMAP_EXT 0x0400
 #define UIW_MPA_REV_MASK 0x00ff
 #define UIW_MPA_REV1 1			/* RFC 5044 */
 #define UIW_MPA_REV2 2			/* RFC 6581 */

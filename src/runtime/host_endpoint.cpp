@@ -73,6 +73,7 @@ int HostEndpoint::finish_setup(int fd, const transport::MpaResult& r, bool initi
   p.initiator = initiator;
   p.mpa_revision = r.revision;
   p.rtr = r.rtr;
+  p.rdmap_ext = r.rdmap_ext;
   return qp_->attach(std::move(stream), p, driver_);
 }
 

@@ -165,6 +165,7 @@ int mpa_initiate(int fd, const MpaConfig& cfg, MpaResult* result) {
   req.crc = cfg.crc;
   req.revision = cfg.revision;
   req.private_data = cfg.private_data;
+  req.rdmap_ext = cfg.rdmap_ext;
   if (cfg.revision == wire::kMpaRevision2) {
     // RFC 6581: our IRD/ORD, and in peer-to-peer mode the RTR message we are willing to send.
     MpaV2Params v2;
@@ -192,6 +193,7 @@ int mpa_initiate(int fd, const MpaConfig& cfg, MpaResult* result) {
   r.ord = cfg.ord;
   r.rtr = RtrType::None;
   r.rejected = rep.reject;
+  r.rdmap_ext = cfg.rdmap_ext && rep.rdmap_ext;
   r.peer_private_data.assign(rep.private_data.begin(), rep.private_data.end());
   if (rep.v2 && req.v2) {
     // RFC 6581 IRD/ORD, uiw.ko's policy (uiw-setup.h); a peer ORD beyond our IRD limit is
@@ -231,6 +233,7 @@ int mpa_respond(int fd, const MpaConfig& cfg, MpaResult* result,
   r.ord = cfg.ord;
   r.rtr = RtrType::None;
   r.rejected = false;
+  r.rdmap_ext = cfg.rdmap_ext && req.rdmap_ext;
   r.peer_private_data.assign(req.private_data.begin(), req.private_data.end());
 
   std::optional<MpaV2Params> v2;
@@ -274,6 +277,7 @@ int mpa_respond(int fd, const MpaConfig& cfg, MpaResult* result,
   rep.reject = reject;
   rep.revision = r.revision;
   rep.v2 = v2;
+  rep.rdmap_ext = r.rdmap_ext;  // only when the Request offered it too
   rep.private_data = reply_pd;
   if (int e = send_frame(fd, rep, deadline); e < 0) return e;
 

@@ -59,12 +59,13 @@ size_t encode_mpa_frame(std::span<uint8_t> out, const MpaFrame& f) {
   uint8_t* p = out.data();
   const auto& key = key_for(f.kind);
   std::memcpy(p, key.data(), key.size());
-  uint8_t flags = 0;  // Res bits other than the enhanced flag are sent as 0
+  uint8_t flags = 0;  // Res bits other than the enhanced and RFC 7306 flags are sent as 0
   if (f.markers) flags |= kMpaFlagMarkers;
   if (f.crc) flags |= kMpaFlagCrc;
   // R is the Responder's reject bit; a Request sends it as 0.
   if (f.reject && f.kind == MpaFrameKind::Reply) flags |= kMpaFlagReject;
   if (f.v2) flags |= kMpaFlagEnhanced;
+  if (f.rdmap_ext) flags |= kMpaFlagRdmapExt;
   p[kFlagsOffset] = flags;
   p[kRevOffset] = f.revision;
   store_be16(p + kPdLengthOffset, static_cast<uint16_t>(pd_len));
@@ -79,6 +80,8 @@ size_t encode_mpa_frame(std::span<uint8_t> out, const MpaFrame& f) {
   }
   return off;
 }
+
+static_assert(kMpaFlagRdmapExt << 8 == UIW_MPA_RDMAP_EXT, "one bit, uiw.ko's and the host's");
 
 // ---------------------------------------------------------------------------------------------
 // MpaFrameDecoder
@@ -121,6 +124,7 @@ bool MpaFrameDecoder::parse_header() {
   frame_.crc = (flags & kMpaFlagCrc) != 0;
   // R is meaningful in a Reply only ("Request: 0, not checked").
   frame_.reject = expected_ == MpaFrameKind::Reply && (flags & kMpaFlagReject) != 0;
+  frame_.rdmap_ext = (flags & kMpaFlagRdmapExt) != 0;
   frame_.revision = static_cast<uint8_t>(bits & UIW_MPA_REV_MASK);
   need_ = kMpaFrameHeaderSize + pd_len;
   return true;

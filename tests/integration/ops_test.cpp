@@ -17,6 +17,7 @@ using engine::SendWr;
 using engine::WcStatus;
 using engine::WrOpcode;
 using memory::kLocalWrite;
+using memory::kRemoteAtomic;
 using memory::kRemoteRead;
 using memory::kRemoteWrite;
 
@@ -185,6 +186,78 @@ TEST_P(OpsTest, ReadEverySizeIntoTwoSges) {
     for (size_t g = 0; g < 8; ++g) ASSERT_EQ(a[g], 0xEE);
     for (size_t g = 8 + size / 3; g < a.size(); ++g) ASSERT_EQ(a[g], 0xEE);
   }
+}
+
+// RFC 7306 over real sockets and the runtime QP: both endpoints offer it (MpaConfig's default),
+// so the connection uses it; 64 FetchAdds then a CmpSwap on one word, and a Write and a Send
+// with Immediate.
+TEST_P(OpsTest, AtomicsAndImmediates) {
+  ASSERT_TRUE(client->mpa().rdmap_ext);
+  ASSERT_TRUE(server->mpa().rdmap_ext);
+  std::vector<uint8_t> target(64, 0), results(8 * 65, 0xEE), src(5000), inbox(5000, 0);
+  fill(src, 11);
+  const auto tk = server->reg(target, kRemoteAtomic | kRemoteWrite | kLocalWrite);
+  const auto ik = server->reg(inbox, kLocalWrite);
+  const auto rk = client->reg(results, kLocalWrite);
+  const auto sk = client->reg(src, 0);
+  const uint64_t word = reinterpret_cast<uint64_t>(target.data()) + 8;
+  for (uint64_t i = 0; i < 65; ++i) {
+    SendWr w;
+    w.wr_id = i;
+    w.opcode = i < 64 ? WrOpcode::AtomicFetchAdd : WrOpcode::AtomicCmpSwap;
+    w.flags = engine::kSendSignaled;
+    w.num_sge = 1;
+    w.sg_list[0] = sge(results, rk, 8 * i, 8);
+    w.remote_stag = tk;
+    w.remote_addr = word;
+    w.compare_add = i < 64 ? 3 : 192;
+    w.swap = 7;
+    ASSERT_EQ(client->post_send(w), 0);
+    if (i % 8 == 7) {
+      ASSERT_EQ(client->wait_send(8).size(), 8u);
+    }
+  }
+  auto sc = client->wait_send(1);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].status, WcStatus::Success);
+  EXPECT_EQ(sc[0].opcode, engine::WcOpcode::AtomicCmpSwap);
+  uint64_t v, last;
+  std::memcpy(&v, target.data() + 8, 8);
+  std::memcpy(&last, results.data() + 8 * 64, 8);
+  EXPECT_EQ(last, 192u);  // 64 adds of 3
+  EXPECT_EQ(v, 7u);       // then swapped
+  for (int i = 0; i < 2; ++i) {
+    RecvWr r;
+    r.wr_id = 50 + i;
+    r.num_sge = 1;
+    r.sg_list[0] = sge(inbox, ik);
+    ASSERT_EQ(server->post_recv(r), 0);
+  }
+  SendWr w;
+  w.opcode = WrOpcode::RdmaWriteImm;
+  w.flags = engine::kSendSignaled;
+  w.num_sge = 1;
+  w.sg_list[0] = sge(src, sk, 0, 40);
+  w.remote_stag = tk;
+  w.remote_addr = reinterpret_cast<uint64_t>(target.data()) + 16;
+  w.imm_data = 0xA1B2C3D4;
+  ASSERT_EQ(client->post_send(w), 0);
+  w.opcode = WrOpcode::SendImm;
+  w.sg_list[0] = sge(src, sk);
+  w.imm_data = 0x01020304;
+  ASSERT_EQ(client->post_send(w), 0);
+  ASSERT_EQ(client->wait_send(2).size(), 2u);
+  auto rc = server->wait_recv(2);
+  ASSERT_EQ(rc.size(), 2u);
+  EXPECT_EQ(rc[0].opcode, engine::WcOpcode::RecvRdmaWithImm);
+  EXPECT_EQ(rc[0].byte_len, 40u);
+  EXPECT_EQ(rc[0].imm_data, 0xA1B2C3D4u);
+  EXPECT_TRUE(uiw::test::same_bytes(target.data() + 16, src.data(), 40));
+  EXPECT_EQ(rc[1].opcode, engine::WcOpcode::Recv);
+  EXPECT_EQ(rc[1].byte_len, src.size());
+  EXPECT_EQ(rc[1].imm_data, 0x01020304u);
+  EXPECT_TRUE(rc[1].flags & engine::kWcWithImm);
+  EXPECT_TRUE(uiw::test::same_bytes(inbox.data(), src.data(), src.size()));
 }
 
 TEST_P(OpsTest, OutstandingReadsUpToOrdCompleteInOrder) {

@@ -150,6 +150,21 @@ TEST(MpaNegotiateTest, CrcOnIfEitherSideAsks) {
   }
 }
 
+// RFC 7306 is used only when both frames carry uiw's bit (UIW_MPA_RDMAP_EXT); a Responder that
+// does not offer it leaves it out of its Reply.
+TEST(MpaNegotiateTest, Rfc7306OnlyWhenBothOffer) {
+  for (int mask = 0; mask < 4; ++mask) {
+    MpaConfig ic, rc;
+    ic.rdmap_ext = mask & 1;
+    rc.rdmap_ext = mask & 2;
+    Outcome o = negotiate(ic, rc);
+    ASSERT_EQ(o.irc, 0);
+    ASSERT_EQ(o.rrc, 0);
+    EXPECT_EQ(o.ir.rdmap_ext, mask == 3) << mask;
+    EXPECT_EQ(o.rr.rdmap_ext, mask == 3) << mask;
+  }
+}
+
 TEST(MpaNegotiateTest, MarkersArePerDirection) {
   MpaConfig ic, rc;
   ic.markers_rx = true;  // the initiator wants markers in what it receives
@@ -290,7 +305,7 @@ TEST(MpaNegotiateTest, RequestIsByteExactAndFpduAfterReplyStaysUnread) {
   const Bytes expected = {
       0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52,  // "MPA ID R"
       0x65, 0x71, 0x20, 0x46, 0x72, 0x61, 0x6d, 0x65,  // "eq Frame"
-      0x50,                                            // M=0 C=1 R=0, enhanced 0x10
+      0x54,                                            // M=0 C=1 R=0, enhanced, RFC 7306 0x04
       0x02,                                            // Rev 2
       0x00, 0x06,                                      // PD_Length: 4 (IRD/ORD) + 2
       0x80, 0x10,                                      // A=1 B=0, IRD 16
@@ -301,6 +316,7 @@ TEST(MpaNegotiateTest, RequestIsByteExactAndFpduAfterReplyStaysUnread) {
   EXPECT_EQ(r.ord, 4);   // min(16, peer IRD 4)
   EXPECT_EQ(r.ird, 16);  // 16 already covers the peer's ORD 8
   EXPECT_EQ(r.rtr, RtrType::Write);
+  EXPECT_FALSE(r.rdmap_ext);  // the Reply, like siw's, lacks the bit: no RFC 7306
   EXPECT_TRUE(r.peer_private_data.empty());
   // mpa_initiate stopped exactly at the frame boundary (RFC 5044 §7.1.2 rule 7).
   EXPECT_EQ(pending(cf.fd), (Bytes{0x00, 0x02, 0xab, 0xcd}));

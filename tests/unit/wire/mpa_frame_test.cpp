@@ -78,6 +78,20 @@ TEST(MpaFrameTest, EncodeFlagsMarkersAndReject) {
   EXPECT_EQ(w[16], 0x80);
 }
 
+// uiw's RFC 7306 offer: 0x04 of octet 16, a Res bit (RFC 5044 §7.1.1), both ways.
+TEST(MpaFrameTest, Rfc7306OfferIsOneResBit) {
+  MpaFrame f;
+  f.rdmap_ext = true;
+  auto w = encode(f);
+  EXPECT_EQ(w[16], 0x44);  // C | 0x04
+  MpaFrameDecoder dec(MpaFrameKind::Request);
+  EXPECT_EQ(dec.consume(w), w.size());
+  ASSERT_TRUE(dec.done());
+  EXPECT_TRUE(dec.frame().rdmap_ext);
+  EXPECT_TRUE(dec.frame().crc);
+  EXPECT_FALSE(dec.frame().markers);
+}
+
 TEST(MpaFrameTest, V2ParamBitAssignment) {
   // RFC 6581 §7.1 / siw: A,B in the IRD word, C,D in the ORD word, 14-bit values.
   uint8_t w[4];
@@ -105,6 +119,7 @@ TEST(MpaFrameTest, DecodeRequestWhole) {
   EXPECT_FALSE(f.markers);
   EXPECT_TRUE(f.crc);
   EXPECT_FALSE(f.reject);
+  EXPECT_FALSE(f.rdmap_ext);
   EXPECT_EQ(f.revision, 1);
   EXPECT_FALSE(f.v2.has_value());
   EXPECT_EQ(std::vector<uint8_t>(f.private_data.begin(), f.private_data.end()), from_hex("616263"));
