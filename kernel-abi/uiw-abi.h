@@ -28,8 +28,11 @@
 extern "C" {
 #endif
 
-/* 2: UIW_METHOD_CQ_SIGNAL needs an arm (IB_USER_VERBS_CMD_REQ_NOTIFY_CQ); events are gated. */
-#define UIW_ABI_VERSION 2
+/*
+ * 2: UIW_METHOD_CQ_SIGNAL needs an arm (IB_USER_VERBS_CMD_REQ_NOTIFY_CQ); events are gated.
+ * 3: RFC 7306: UIW_UCTX_F_RDMAP_EXT, UIW_CAP_RDMAP_EXT, UIW_CONN_F_RDMAP_EXT.
+ */
+#define UIW_ABI_VERSION 3
 
 /*
  * Contents of a uiw device's sysfs attribute hca_type (/sys/class/infiniband/<dev>/hca_type):
@@ -53,12 +56,22 @@ enum uiw_caps {
 	UIW_CAP_CQ_SIGNAL = 1 << 1,	/* UIW_METHOD_CQ_SIGNAL */
 	UIW_CAP_READY_EVENTFD = 1 << 2,	/* UIW_METHOD_DEVICE_SET_EVENTFD */
 	UIW_CAP_ASYNC_EVENT = 1 << 3,	/* UIW_METHOD_QP_EVENT, _CQ_EVENT, _SRQ_EVENT */
+	UIW_CAP_RDMAP_EXT = 1 << 4,	/* offers RFC 7306 for UIW_UCTX_F_RDMAP_EXT contexts */
+};
+
+/* struct uiw_ureq_alloc_ucontext.flags */
+enum uiw_uctx_flags {
+	/*
+	 * The provider implements the RFC 7306 extensions: the kernel may offer them in the
+	 * connection setup of this context's QPs (UIW_MPA_RDMAP_EXT, uiw-setup.h).
+	 */
+	UIW_UCTX_F_RDMAP_EXT = 1 << 0,
 };
 
 /* Udata of IB_USER_VERBS_CMD_GET_CONTEXT (optional: an empty request is accepted). */
 struct uiw_ureq_alloc_ucontext {
 	__u32 abi_version;	/* UIW_ABI_VERSION the provider was built for */
-	__u32 flags;		/* must be 0 */
+	__u32 flags;		/* enum uiw_uctx_flags; other bits must be 0 */
 };
 
 struct uiw_uresp_alloc_ucontext {
@@ -127,6 +140,7 @@ enum uiw_conn_flags {
 	UIW_CONN_F_MARKERS_TX = 1 << 5,	/* insert Markers: the peer's frame had M set */
 	UIW_CONN_F_MARKERS_RX = 1 << 6,	/* the peer inserts Markers: our frame had M set */
 	UIW_CONN_F_SCTP = 1 << 7,	/* DDP over SCTP (RFC 5043): no MPA framing */
+	UIW_CONN_F_RDMAP_EXT = 1 << 8,	/* both MPA frames offered RFC 7306: use it */
 };
 
 enum uiw_rtr_type {

@@ -111,6 +111,7 @@ struct uiw_ucontext {
 	struct pid *owner;		/* thread group that opened the context */
 	spinlock_t lock;
 	struct eventfd_ctx *ready_efd;	/* readiness eventfd, under lock */
+	bool rdmap_ext;			/* the provider implements RFC 7306 */
 };
 
 struct uiw_pd {

@@ -495,6 +495,8 @@ void uiw_cep_enter_rdma_mode(struct uiw_cep *cep)
 		      (p->markers_rx ? UIW_CONN_F_MARKERS_RX : 0);
 	if (uiw_cep_sctp(cep))
 		info->flags |= UIW_CONN_F_SCTP;
+	else if (p->rdmap_ext)
+		info->flags |= UIW_CONN_F_RDMAP_EXT;
 	if (local.ss_family == AF_INET6 &&
 	    !ipv6_addr_v4mapped(&((struct sockaddr_in6 *)&local)->sin6_addr))
 		info->flags |= UIW_CONN_F_IPV6;

@@ -59,6 +59,7 @@ struct uiw_cep_params {
 	u8 rtr_offer;		/* initiator: UIW_MPA_RTR_* offered in peer-to-peer mode */
 	bool markers_tx;	/* the peer's frame had M: insert Markers (RFC 5044 §4.3) */
 	bool markers_rx;	/* our frame had M: the peer inserts Markers */
+	bool rdmap_ext;		/* RFC 7306: offered by one side, then agreed by both */
 	u32 ird;
 	u32 ord;
 };
@@ -175,6 +176,7 @@ void uiw_cm_child_drop(struct uiw_cep *cep);
 void uiw_cm_pending_drop(struct uiw_cep *cep);
 bool uiw_cep_unlink_child(struct uiw_cep *cep);
 bool uiw_mpa_crc_wanted(void);
+bool uiw_rdmap_ext_offer(const struct uiw_cep *cep, const struct uiw_qp *qp);
 void uiw_cm_send_reject(struct uiw_cep *cep, const void *pd, u8 pd_len);
 int uiw_cep_start_connect(struct uiw_cep *cep, struct socket *s,
 			  struct sockaddr_storage *raddr);

@@ -57,6 +57,21 @@ static uint mpa_markers;
 module_param(mpa_markers, uint, 0644);
 MODULE_PARM_DESC(mpa_markers, "MPA Markers (RFC 5044): 1 ask for them as initiator, 2 as responder, 4 refuse a peer that asks (default 0: never ask, insert them when asked)");
 
+static bool mpa_rdmap_ext = true;
+module_param(mpa_rdmap_ext, bool, 0644);
+MODULE_PARM_DESC(mpa_rdmap_ext, "Offer the RFC 7306 extensions (atomics, Immediate Data) in MPA setup for QPs whose provider implements them; used only with a peer that offers them too (default 1)");
+
+/*
+ * Whether this side offers RFC 7306 for qp (UIW_MPA_RDMAP_EXT, uiw-setup.h): by policy, and
+ * only for a provider that implements it (UIW_UCTX_F_RDMAP_EXT). Over SCTP no setup message
+ * carries the offer, so it is never used there.
+ */
+bool uiw_rdmap_ext_offer(const struct uiw_cep *cep, const struct uiw_qp *qp)
+{
+	return READ_ONCE(mpa_rdmap_ext) && !uiw_cep_sctp(cep) && qp->uctx &&
+	       qp->uctx->rdmap_ext;
+}
+
 /* The CRC policy for initiators outside iw_cm too (connect-on-RTR, uiw_rtr.c). */
 bool uiw_mpa_crc_wanted(void)
 {
@@ -67,7 +82,8 @@ static u16 uiw_mpa_bits(const struct uiw_cep_params *p)
 {
 	return p->rev | (p->crc ? UIW_MPA_CRC : 0) |
 	       (p->markers_rx ? UIW_MPA_MARKERS : 0) |
-	       (p->enhanced ? UIW_MPA_ENHANCED : 0);
+	       (p->enhanced ? UIW_MPA_ENHANCED : 0) |
+	       (p->rdmap_ext ? UIW_MPA_RDMAP_EXT : 0);
 }
 
 /* Passive side */
@@ -277,6 +293,8 @@ static void uiw_cm_proc_request(struct uiw_cep *cep)
 	}
 	/* RFC 5044 §7.1.1: CRCs are used if either side asks for them. */
 	p->crc = READ_ONCE(mpa_crc) || (rx->bits & UIW_MPA_CRC);
+	/* The initiator's RFC 7306 offer; ours is added once the QP is known (accept). */
+	p->rdmap_ext = rx->bits & UIW_MPA_RDMAP_EXT;
 	p->p2p = p->enhanced && cep->peer_v2.p2p;
 	/* RFC 5044 §7.1.1: M declares what its sender wants to receive, per direction. */
 	markers = READ_ONCE(mpa_markers);
@@ -390,6 +408,8 @@ static void uiw_cm_proc_reply(struct uiw_cep *cep)
 	p->markers_tx = rx->bits & UIW_MPA_MARKERS;
 	if (p->markers_tx && (READ_ONCE(mpa_markers) & UIW_MARKERS_REFUSE))
 		goto proto;
+	/* RFC 7306 only if both frames offered it (a Responder answers an offer only). */
+	p->rdmap_ext = p->rdmap_ext && (rx->bits & UIW_MPA_RDMAP_EXT);
 
 	p->rev = rev;
 	p->enhanced = enhanced;
@@ -529,6 +549,7 @@ int uiw_iw_connect(struct iw_cm_id *id, struct iw_cm_conn_param *param)
 	p->markers_rx = READ_ONCE(mpa_markers) & UIW_MARKERS_ASK_INITIATOR;
 	p->ird = param->ird;
 	p->ord = param->ord;
+	p->rdmap_ext = uiw_rdmap_ext_offer(cep, qp);
 	/* RFC 6581: a Read RTR uses one ORD credit. */
 	if (p->p2p && !p->ord)
 		p->ord = 1;
@@ -615,6 +636,7 @@ int uiw_iw_accept(struct iw_cm_id *id, struct iw_cm_conn_param *param)
 
 	p->ird = param->ird;
 	p->ord = param->ord;
+	p->rdmap_ext = p->rdmap_ext && uiw_rdmap_ext_offer(cep, qp);
 	if (p->enhanced) {
 		rv = -EINVAL;
 		if (uiw_settle_ird_ord(&p->ird, &p->ord, cep->peer_v2.ird, cep->peer_v2.ord,

@@ -501,6 +501,7 @@ static int uiw_rtr_connect(struct uiw_qp *qp)
 	/* RFC 5044 §7.1.1: ask for CRC as an iw_cm initiator would (mpa_crc). */
 	p->crc = uiw_mpa_crc_wanted();
 	p->rtr_offer = UIW_MPA_RTR_WRITE | UIW_MPA_RTR_READ;
+	p->rdmap_ext = uiw_rdmap_ext_offer(cep, qp);
 	p->ird = min_t(u32, ird, UIW_MAX_IRD);
 	p->ord = UIW_MAX_ORD;
 	uiw_rtr_pd_encode(cep->tx_pd, &req);
@@ -732,13 +733,16 @@ static int uiw_rtr_send_accept(struct uiw_cep *cep, const struct uiw_rtr_pd *rep
 	if (p->rtr == UIW_RTR_READ && !p->ird)
 		p->ird = 1;
 	p->markers_rx = false;
+	/* The initiator's RFC 7306 offer (the Request's bits), and ours. */
+	p->rdmap_ext = p->rdmap_ext && uiw_rdmap_ext_offer(cep, cep->qp);
 	v2.ird = p->ird;
 	v2.ord = p->ord;
 	v2.p2p = true;
 	v2.write_rtr = p->rtr == UIW_RTR_WRITE;
 	v2.read_rtr = p->rtr == UIW_RTR_READ;
 	return uiw_mpa_send(cep->sock, false,
-			    p->rev | (p->crc ? UIW_MPA_CRC : 0) | UIW_MPA_ENHANCED,
+			    p->rev | (p->crc ? UIW_MPA_CRC : 0) | UIW_MPA_ENHANCED |
+			    (p->rdmap_ext ? UIW_MPA_RDMAP_EXT : 0),
 			    &v2, buf, sizeof(buf));
 }
 

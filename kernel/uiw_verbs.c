@@ -69,7 +69,11 @@ static int uiw_query_device(struct ib_device *ibdev, struct ib_device_attr *attr
 	attr->max_qp_rd_atom = UIW_MAX_IRD;
 	attr->max_qp_init_rd_atom = UIW_MAX_ORD;
 	attr->max_res_rd_atom = UIW_MAX_QP * UIW_MAX_IRD;
-	attr->atomic_cap = IB_ATOMIC_NONE;
+	/*
+	 * RFC 7306 atomics, where both peers agreed to them (uiw-setup.h UIW_MPA_RDMAP_EXT): the
+	 * providers update the target with one atomic instruction, atomic among all QPs.
+	 */
+	attr->atomic_cap = IB_ATOMIC_HCA;
 	attr->max_srq = UIW_MAX_SRQ;
 	attr->max_srq_wr = UIW_MAX_SRQ_WR;
 	attr->max_srq_sge = UIW_MAX_SGE;
@@ -155,7 +159,8 @@ static int uiw_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
 					min(udata->inlen, sizeof(req)));
 		if (rv)
 			return rv;
-		if (req.abi_version != UIW_ABI_VERSION || req.flags) {
+		if (req.abi_version != UIW_ABI_VERSION ||
+		    (req.flags & ~UIW_UCTX_F_RDMAP_EXT)) {
 			uiw_dbg(udev, "provider ABI %u, kernel ABI %u\n",
 				req.abi_version, UIW_ABI_VERSION);
 			return -EPROTONOSUPPORT;
@@ -165,11 +170,12 @@ static int uiw_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
 		return -ENOMEM;
 
 	uctx->owner = get_task_pid(current, PIDTYPE_TGID);
+	uctx->rdmap_ext = req.flags & UIW_UCTX_F_RDMAP_EXT;
 	spin_lock_init(&uctx->lock);
 
 	resp.abi_version = UIW_ABI_VERSION;
 	resp.caps = UIW_CAP_TAKE_SOCKET | UIW_CAP_CQ_SIGNAL |
-		    UIW_CAP_READY_EVENTFD | UIW_CAP_ASYNC_EVENT;
+		    UIW_CAP_READY_EVENTFD | UIW_CAP_ASYNC_EVENT | UIW_CAP_RDMAP_EXT;
 	resp.max_qp = UIW_MAX_QP;
 	resp.max_qp_wr = UIW_MAX_QP_WR;
 	resp.max_sge = UIW_MAX_SGE;

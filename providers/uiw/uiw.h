@@ -185,8 +185,11 @@ inline constexpr uint64_t kCqExWcFlags = IBV_WC_STANDARD_FLAGS;
 void cq_ex_set_ops(Cq* cq) noexcept;
 // ibv_create_qp_ex with send_ops_flags: the ibv_wr_* operations uiw carries, and setting up the
 // wr_* functions of the QP's ibv_qp_ex.
-inline constexpr uint64_t kQpExSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND |
-                                         IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_SEND_WITH_INV;
+inline constexpr uint64_t kQpExSendOps =
+    IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_READ |
+    IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+    IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
 void qp_ex_set_ops(Qp* qp) noexcept;
 
 // uiw_conn.cpp: driver methods and the connection side of a QP.

@@ -111,6 +111,7 @@ engine::ConnParams conn_params(const uiw_conn_info& info, const transport::ByteS
   p.initiator = info.flags & UIW_CONN_F_INITIATOR;
   p.mpa_revision = info.mpa_rev;
   p.rtr = (info.flags & UIW_CONN_F_P2P) ? map_rtr(info.rtr) : engine::RtrType::None;
+  p.rdmap_ext = info.flags & UIW_CONN_F_RDMAP_EXT;  // both MPA frames offered RFC 7306
   if (info.flags & UIW_CONN_F_SCTP) {
     // RFC 5043: one DDP segment per SCTP message, at most the association's maximum
     // (SctpStream::emss); the Qp ignores the MPA fields.

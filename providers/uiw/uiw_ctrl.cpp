@@ -444,8 +444,8 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr) noexcept {
 }
 
 // ibv_create_qp_ex (pyverbs' QPInitAttrEx): the plain QP with a PD and no create flags, and
-// with send_ops_flags the ibv_wr_* API for the operations iWARP has (kQpExSendOps; immediate
-// data and atomics are refused with EOPNOTSUPP). XRC and RSS are not offered.
+// with send_ops_flags the ibv_wr_* API for the operations uiw carries (kQpExSendOps; immediate
+// data and atomics only on a connection to an RFC 7306 peer). XRC and RSS are not offered.
 ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex* attr) noexcept {
   const uint32_t known =
       IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
@@ -620,6 +620,7 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) noexcept {
   if (!shell) return nullptr;
   uiw_drv_cmd<ib_uverbs_get_context, uiw_ureq_alloc_ucontext> cmd{};
   cmd.drv.abi_version = UIW_ABI_VERSION;
+  cmd.drv.flags = UIW_UCTX_F_RDMAP_EXT;  // the engine implements RFC 7306
   uiw_drv_resp<ib_uverbs_get_context_resp, uiw_uresp_alloc_ucontext> resp{};
   int rc = ibv_cmd_get_context(&shell->vctx, &cmd, sizeof(cmd), UIW_GET_CONTEXT_FDS resp.ibv(),
                                sizeof(resp));

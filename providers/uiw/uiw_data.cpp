@@ -19,8 +19,9 @@ using engine::WcOpcode;
 using engine::WcStatus;
 using engine::WrOpcode;
 
-// ibv_wr_opcode -> engine opcode; -1 = not an iWARP RDMAP operation uiw offers (immediate data
-// and atomics need RFC 7306; LOCAL_INV / BIND_MW / TSO are not user-space WRs here).
+// ibv_wr_opcode -> engine opcode; -1 = not an iWARP RDMAP operation uiw offers (LOCAL_INV /
+// BIND_MW / TSO are not user-space WRs here). Immediate data and atomics are RFC 7306's: the
+// engine refuses them (EOPNOTSUPP) on a connection whose peer did not agree to it.
 constexpr int kNoOp = -1;
 constexpr std::array<int, 16> kMapSendOpcode = [] {
   std::array<int, 16> m{};
@@ -29,6 +30,10 @@ constexpr std::array<int, 16> kMapSendOpcode = [] {
   m[IBV_WR_SEND] = static_cast<int>(WrOpcode::Send);
   m[IBV_WR_RDMA_READ] = static_cast<int>(WrOpcode::RdmaRead);
   m[IBV_WR_SEND_WITH_INV] = static_cast<int>(WrOpcode::SendInv);
+  m[IBV_WR_RDMA_WRITE_WITH_IMM] = static_cast<int>(WrOpcode::RdmaWriteImm);
+  m[IBV_WR_SEND_WITH_IMM] = static_cast<int>(WrOpcode::SendImm);
+  m[IBV_WR_ATOMIC_CMP_AND_SWP] = static_cast<int>(WrOpcode::AtomicCmpSwap);
+  m[IBV_WR_ATOMIC_FETCH_AND_ADD] = static_cast<int>(WrOpcode::AtomicFetchAdd);
   return m;
 }();
 
@@ -74,10 +79,25 @@ int to_engine(const ibv_send_wr& wr, const Qp& qp, engine::SendWr* out) {
   out->num_sge = static_cast<uint32_t>(wr.num_sge);
   copy_sges(wr.sg_list, wr.num_sge, out->sg_list);
   if (out->opcode == WrOpcode::SendInv) out->invalidate_stag = wr.invalidate_rkey;
-  if (out->opcode == WrOpcode::RdmaWrite || out->opcode == WrOpcode::RdmaRead) {
-    out->remote_stag = wr.wr.rdma.rkey;
-    out->remote_addr = wr.wr.rdma.remote_addr;
+  switch (out->opcode) {
+    case WrOpcode::RdmaWrite:
+    case WrOpcode::RdmaRead:
+    case WrOpcode::RdmaWriteImm:
+      out->remote_stag = wr.wr.rdma.rkey;
+      out->remote_addr = wr.wr.rdma.remote_addr;
+      break;
+    case WrOpcode::AtomicFetchAdd:
+    case WrOpcode::AtomicCmpSwap:
+      out->remote_stag = wr.wr.atomic.rkey;
+      out->remote_addr = wr.wr.atomic.remote_addr;
+      out->compare_add = wr.wr.atomic.compare_add;
+      out->swap = wr.wr.atomic.swap;
+      break;
+    default:
+      break;
   }
+  if (out->opcode == WrOpcode::RdmaWriteImm || out->opcode == WrOpcode::SendImm)
+    out->imm_data = wr.imm_data;  // network order, passed through as the application gave it
   return 0;
 }
 
@@ -100,6 +120,10 @@ void to_wc(const engine::Completion& c, ibv_wc* wc) {
   if (c.flags & engine::kWcWithInv) {
     wc->wc_flags |= IBV_WC_WITH_INV;
     wc->invalidated_rkey = c.invalidated_stag;
+  }
+  if (c.flags & engine::kWcWithImm) {
+    wc->wc_flags |= IBV_WC_WITH_IMM;
+    wc->imm_data = c.imm_data;
   }
 }
 
@@ -419,11 +443,23 @@ void qpx_refuse(ibv_qp_ex* x) {
   batch_begin(x, WrOpcode::Send);
   batch_fail(qp, EOPNOTSUPP);
 }
-void qpx_wr_atomic_cmp_swp(ibv_qp_ex* x, uint32_t, uint64_t, uint64_t, uint64_t) {
-  qpx_refuse(x);
+void qpx_wr_atomic_cmp_swp(ibv_qp_ex* x, uint32_t rkey, uint64_t remote_addr, uint64_t compare,
+                           uint64_t swap) {
+  batch_begin(x, WrOpcode::AtomicCmpSwap);
+  if (Qp::BatchWr* b = batch_last(x)) {
+    b->wr.remote_stag = rkey;
+    b->wr.remote_addr = remote_addr;
+    b->wr.compare_add = compare;
+    b->wr.swap = swap;
+  }
 }
-void qpx_wr_atomic_fetch_add(ibv_qp_ex* x, uint32_t, uint64_t, uint64_t) {
-  qpx_refuse(x);
+void qpx_wr_atomic_fetch_add(ibv_qp_ex* x, uint32_t rkey, uint64_t remote_addr, uint64_t add) {
+  batch_begin(x, WrOpcode::AtomicFetchAdd);
+  if (Qp::BatchWr* b = batch_last(x)) {
+    b->wr.remote_stag = rkey;
+    b->wr.remote_addr = remote_addr;
+    b->wr.compare_add = add;
+  }
 }
 void qpx_wr_atomic_write(ibv_qp_ex* x, uint32_t, uint64_t, const void*) {
   qpx_refuse(x);
@@ -434,11 +470,17 @@ void qpx_wr_bind_mw(ibv_qp_ex* x, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
 void qpx_wr_local_inv(ibv_qp_ex* x, uint32_t) {
   qpx_refuse(x);
 }
-void qpx_wr_rdma_write_imm(ibv_qp_ex* x, uint32_t, uint64_t, __be32) {
-  qpx_refuse(x);
+void qpx_wr_rdma_write_imm(ibv_qp_ex* x, uint32_t rkey, uint64_t remote_addr, __be32 imm_data) {
+  batch_begin(x, WrOpcode::RdmaWriteImm);
+  if (Qp::BatchWr* b = batch_last(x)) {
+    b->wr.remote_stag = rkey;
+    b->wr.remote_addr = remote_addr;
+    b->wr.imm_data = imm_data;
+  }
 }
-void qpx_wr_send_imm(ibv_qp_ex* x, __be32) {
-  qpx_refuse(x);
+void qpx_wr_send_imm(ibv_qp_ex* x, __be32 imm_data) {
+  batch_begin(x, WrOpcode::SendImm);
+  if (Qp::BatchWr* b = batch_last(x)) b->wr.imm_data = imm_data;
 }
 void qpx_wr_send_tso(ibv_qp_ex* x, void*, uint16_t, uint16_t) {
   qpx_refuse(x);
