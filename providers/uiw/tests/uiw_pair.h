@@ -1,7 +1,8 @@
 // uiw_pair.h: the helpers of uiw's verbs test programs (uiw_fail_check.c, uiw_ext_check.c):
 // two "ends" (context, PD, CQ, QP, a registered region between guard bytes) in one process,
 // connected the way ibv_rc_pingpong connects: INIT, RTR with the peer's QPN and GID, RTS; uiw.ko
-// connects them (kernel/uiw_rtr.c). Every helper exits through die() on the first failure.
+// connects them (kernel/uiw_rtr.c). Every helper exits through die() on the first failure; all
+// are static inline, so a program need not use each.
 #ifndef UIW_PAIR_H
 #define UIW_PAIR_H
 
@@ -20,7 +21,7 @@
 #define LEN 4096
 #define GUARD_BYTE 0xa5
 
-static void die(const char* fmt, ...) {
+static inline void die(const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fputs("FAIL: ", stdout);
@@ -30,7 +31,7 @@ static void die(const char* fmt, ...) {
   exit(1);
 }
 
-static void ok(const char* what) {
+static inline void ok(const char* what) {
   printf("ok: %s\n", what);
 }
 
@@ -48,7 +49,7 @@ struct end {
   int gidx;
 };
 
-static struct ibv_context* open_dev(const char* name) {
+static inline struct ibv_context* open_dev(const char* name) {
   int n;
   struct ibv_device** l = ibv_get_device_list(&n);
   struct ibv_context* ctx = NULL;
@@ -61,14 +62,14 @@ static struct ibv_context* open_dev(const char* name) {
   return ctx;
 }
 
-static void guards_intact(const struct end* e, const char* what) {
+static inline void guards_intact(const struct end* e, const char* what) {
   for (int i = 0; i < GUARD; ++i)
     if (e->region[i] != GUARD_BYTE || e->buf[LEN + i] != GUARD_BYTE)
       die("%s: guard byte %d around the region was overwritten", what, i);
 }
 
 // send_ops != 0: made by ibv_create_qp_ex with those send_ops_flags (the ibv_wr_* API).
-static struct ibv_qp* make_qp_ex(struct end* e, uint32_t depth, uint64_t send_ops) {
+static inline struct ibv_qp* make_qp_ex(struct end* e, uint32_t depth, uint64_t send_ops) {
   struct ibv_qp_init_attr_ex ia = {
       .send_cq = e->cq,
       .recv_cq = e->cq,
@@ -113,7 +114,7 @@ struct end_opts {
   uint64_t send_ops;  // != 0: ibv_create_qp_ex with these send_ops_flags (ibv_wr_* API)
 };
 
-static void open_end_opts(struct end* e, const char* dev, int gidx, struct end_opts o) {
+static inline void open_end_opts(struct end* e, const char* dev, int gidx, struct end_opts o) {
   memset(e, 0, sizeof(*e));
   e->ctx = open_dev(dev);
   e->gidx = gidx;
@@ -143,13 +144,13 @@ static void open_end_opts(struct end* e, const char* dev, int gidx, struct end_o
   e->qp = make_qp_ex(e, 16, o.send_ops);
 }
 
-static void open_end(struct end* e, const char* dev, int gidx) {
+static inline void open_end(struct end* e, const char* dev, int gidx) {
   struct end_opts o = {0};
   open_end_opts(e, dev, gidx, o);
 }
 
 // RTR with the peer's QPN and GID, then RTS at once: the connection comes up by itself.
-static void to_rts(struct end* e, uint32_t dest_qpn, const union ibv_gid* dgid) {
+static inline void to_rts(struct end* e, uint32_t dest_qpn, const union ibv_gid* dgid) {
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR,
                           .path_mtu = IBV_MTU_1024,
                           .dest_qp_num = dest_qpn,
@@ -172,12 +173,12 @@ static void to_rts(struct end* e, uint32_t dest_qpn, const union ibv_gid* dgid) 
     die("modify to RTS: %s", strerror(errno));
 }
 
-static void connect_pair(struct end* a, struct end* b) {
+static inline void connect_pair(struct end* a, struct end* b) {
   to_rts(a, b->qp->qp_num, &b->gid);
   to_rts(b, a->qp->qp_num, &a->gid);
 }
 
-static struct ibv_wc poll_one(struct end* e, const char* what) {
+static inline struct ibv_wc poll_one(struct end* e, const char* what) {
   struct ibv_wc wc;
   for (int i = 0; i < 20000; ++i) {  // 20 s
     int n = ibv_poll_cq(e->cq, 1, &wc);
@@ -189,7 +190,8 @@ static struct ibv_wc poll_one(struct end* e, const char* what) {
   return wc;
 }
 
-static void expect_wc(struct end* e, uint64_t wr_id, enum ibv_wc_status st, const char* what) {
+static inline void expect_wc(struct end* e, uint64_t wr_id, enum ibv_wc_status st,
+                             const char* what) {
   struct ibv_wc wc = poll_one(e, what);
   if (wc.wr_id != wr_id || wc.status != st)
     die("%s: completion wr_id %llu status %s (%d), want wr_id %llu status %s", what,
@@ -199,7 +201,8 @@ static void expect_wc(struct end* e, uint64_t wr_id, enum ibv_wc_status st, cons
 
 // The next async event of e's context must be `type` on `obj` (the QP, CQ or SRQ it is
 // affiliated with; NULL: do not check).
-static void wait_async(struct end* e, const void* obj, enum ibv_event_type type, const char* what) {
+static inline void wait_async(struct end* e, const void* obj, enum ibv_event_type type,
+                              const char* what) {
   struct pollfd p = {.fd = e->ctx->async_fd, .events = POLLIN};
   struct ibv_async_event ev;
   for (int i = 0; i < 20; ++i) {
@@ -217,7 +220,7 @@ static void wait_async(struct end* e, const void* obj, enum ibv_event_type type,
 }
 
 // No async event arrives on e's context within ms.
-static void no_async(struct end* e, int ms, const char* what) {
+static inline void no_async(struct end* e, int ms, const char* what) {
   struct pollfd p = {.fd = e->ctx->async_fd, .events = POLLIN};
   struct ibv_async_event ev;
   if (poll(&p, 1, ms) > 0 && !ibv_get_async_event(e->ctx, &ev)) {
@@ -227,15 +230,15 @@ static void no_async(struct end* e, int ms, const char* what) {
   }
 }
 
-static void post_recv(struct end* e, uint64_t id) {
+static inline void post_recv(struct end* e, uint64_t id) {
   struct ibv_sge s = {.addr = (uintptr_t)e->buf, .length = LEN, .lkey = e->mr->lkey};
   struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &s, .num_sge = 1}, *bad;
   if (e->srq ? ibv_post_srq_recv(e->srq, &wr, &bad) : ibv_post_recv(e->qp, &wr, &bad))
     die("ibv_post_recv: %s", strerror(errno));
 }
 
-static int post_send(struct end* e, uint64_t id, enum ibv_wr_opcode op, const struct end* peer,
-                     uint32_t rkey) {
+static inline int post_send(struct end* e, uint64_t id, enum ibv_wr_opcode op,
+                            const struct end* peer, uint32_t rkey) {
   struct ibv_sge s = {.addr = (uintptr_t)e->buf, .length = LEN, .lkey = e->mr->lkey};
   struct ibv_send_wr wr = {.wr_id = id,
                            .sg_list = &s,
@@ -250,17 +253,17 @@ static int post_send(struct end* e, uint64_t id, enum ibv_wr_opcode op, const st
   return ibv_post_send(e->qp, &wr, &bad);
 }
 
-static void fill(struct end* e, uint8_t seed) {
+static inline void fill(struct end* e, uint8_t seed) {
   for (int i = 0; i < LEN; ++i) e->buf[i] = (uint8_t)(seed + i * 7);
 }
 
-static void same(const struct end* a, const struct end* b, const char* what) {
+static inline void same(const struct end* a, const struct end* b, const char* what) {
   if (memcmp(a->buf, b->buf, LEN)) die("%s: data differs", what);
   guards_intact(a, what);
   guards_intact(b, what);
 }
 
-static void close_end(struct end* e) {
+static inline void close_end(struct end* e) {
   if (e->qp) ibv_destroy_qp(e->qp);
   if (e->srq) ibv_destroy_srq(e->srq);
   if (e->mr) ibv_dereg_mr(e->mr);
