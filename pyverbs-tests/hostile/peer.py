@@ -59,10 +59,11 @@ class HostilePeer:
         self.term_msn = 1
 
     # ---- MPA (RFC 5044 7.1, RFC 6581) ----
-    def mpa_request(self, pd=b"", rev=2, crc=True, markers=False, v2=None):
+    def mpa_request(self, pd=b"", rev=2, crc=True, markers=False, v2=None, rdmap_ext=False):
         if rev == 2 and v2 is None:
             v2 = w.MpaV2Params(ird=1, ord=1)
-        f = w.MpaFrame("req", markers=markers, crc=crc, revision=rev, v2=v2, private_data=pd)
+        f = w.MpaFrame("req", markers=markers, crc=crc, revision=rev, v2=v2, private_data=pd,
+                       rdmap_ext=rdmap_ext)
         self.sock.sendall(f.encode())
 
     def read_reply(self):
@@ -131,6 +132,16 @@ class HostilePeer:
         rr = w.ReadRequest(sink_stag=sink_stag, sink_to=sink_to, size=size, src_stag=src_stag,
                            src_to=src_to)
         return h.encode() + rr.encode()
+
+    def atomic(self, stag, to, aopcode=w.ATOMIC_FETCH_ADD, data=1, msn=None, request_id=1):
+        """An Atomic Request (RFC 7306 5.2.1) on QN 1, in the Read Request MSN sequence."""
+        if msn is None:
+            msn = self.rr_msn
+            self.rr_msn += 1
+        h = w.DdpHeader(tagged=False, last=True, rdmap_control=ctrl(w.Opcode.AtomicRequest),
+                        qn=w.QN_READ_REQUEST, msn=msn)
+        ar = w.AtomicRequest(aopcode=aopcode, request_id=request_id, stag=stag, to=to, data=data)
+        return h.encode() + ar.encode()
 
     def terminate(self, cause, msn=None):
         if msn is None:

@@ -29,6 +29,10 @@ def cause(layer, etype, code):
     return (layer, etype, code)
 
 
+def ctrl_of(op):
+    return w.rdmap_control(int(op), 1)
+
+
 class HostileBase(unittest.TestCase):
     port = 7300
     server_args = ("-t", "10")
@@ -68,9 +72,9 @@ class HostileBase(unittest.TestCase):
         self.peers.append(peer)
         return peer
 
-    def connect(self, **kw):
+    def connect(self, mpa=None, **kw):
         peer = self.new_peer(**kw)
-        peer.connect_mpa()
+        peer.connect_mpa(**(mpa or {}))
         self.server.wait_for(r"^accepted")
         self.assertEqual(sorted(peer.regions), ["r0", "r1", "r2", "r3"], peer.reply.private_data)
         return peer
@@ -368,6 +372,81 @@ class HostileDataTest(HostileBase):
         # A DDP-layer error: the DDP header goes back, the Read Request header does not (RFC 5040
         # Figure 10), as siw sends it.
         self.attack([], cause(1, 2, T.kDdpNoBuffer), (True, True, False), bad=rr2, peer=peer)
+
+    # ---- RFC 7306 (uiw agrees when the Request offers it: 0x04 of MPA octet 16) ----
+    def atomic_peer(self, **kw):
+        peer = self.connect(mpa={"rdmap_ext": True}, **kw)
+        self.assertTrue(peer.reply.rdmap_ext, "uiw did not agree to RFC 7306")
+        return peer
+
+    def test_atomic_fetch_add_answered(self):
+        # r0 is filled with 0x11: the response (QN 3, MSN 1) returns that word; the add of
+        # 0x0101.. changes all 8 octets.
+        peer = self.atomic_peer()
+        r0 = peer.regions["r0"]
+        peer.send_ulpdu(peer.atomic(r0.stag, r0.addr + 64, data=0x0101010101010101,
+                                    request_id=0x5151))
+        deadline = time.time() + 30
+        got = []
+        while time.time() < deadline and not got:
+            msgs, eof, err = peer.recv_messages(timeout=2)
+            got += [(h, p) for h, p in msgs if not h.tagged and h.qn == w.QN_ATOMIC_RESPONSE]
+        self.assertEqual(len(got), 1, got)
+        h, p = got[0]
+        self.assertEqual((h.opcode, h.msn, h.last), (int(w.Opcode.AtomicResponse), 1, True))
+        self.assertEqual(w.decode_atomic_response(p), (0x5151, 0x1111111111111111))
+        rep = self.finish(peer)
+        self.assertEqual(rep.region_changed("r0"), (8, 64))
+
+    def test_atomic_without_agreement(self):
+        # RFC 7306 1.1: without the agreement its opcodes are reserved ones.
+        peer = self.connect()
+        self.assertFalse(peer.reply.rdmap_ext)
+        r0 = peer.regions["r0"]
+        self.attack([peer.atomic(r0.stag, r0.addr)], cause(0, 2, T.kUnexpectedOpcode),
+                    (True, True, False), peer=peer)
+
+    def test_atomic_misaligned(self):
+        # RFC 7306 8.2: "Catastrophic error, localized to RDMAP Stream"; the RDMA header is
+        # never copied for an atomic (8.1).
+        peer = self.atomic_peer()
+        r0 = peer.regions["r0"]
+        self.attack([peer.atomic(r0.stag, r0.addr + 4)], cause(0, 2, T.kCatastrophicStream),
+                    (True, True, False), peer=peer)
+
+    def test_atomic_invalid_stag(self):
+        peer = self.atomic_peer()
+        self.attack([peer.atomic(0x0BAD0001, 0)], cause(0, 1, T.kInvalidStag),
+                    (True, True, False), peer=peer)
+
+    def test_atomic_without_remote_atomic(self):
+        peer = self.atomic_peer()
+        r1 = peer.regions["r1"]
+        self.attack([peer.atomic(r1.stag, r1.addr)], cause(0, 1, T.kAccessRights),
+                    (True, True, False), peer=peer)
+
+    def test_atomic_out_of_bounds(self):
+        peer = self.atomic_peer()
+        r0 = peer.regions["r0"]
+        self.attack([peer.atomic(r0.stag, r0.addr + r0.len - 4)], cause(0, 1, T.kBaseBounds),
+                    (True, True, False), peer=peer)
+
+    def test_atomic_beyond_ird(self):
+        # IRD 1, shared by Reads and atomics (RFC 7306 5.2): a Read Response held in flight by a
+        # small window, then an Atomic Request finds no QN 1 buffer.
+        peer = self.atomic_peer(rcvbuf=4096)
+        r0, r1 = peer.regions["r0"], peer.regions["r1"]
+        rr = peer.read_request(r1.stag, r1.addr, r1.len)
+        ar = peer.atomic(r0.stag, r0.addr)
+        peer.sock.sendall(w.encode_fpdu(rr) + w.encode_fpdu(ar))
+        self.attack([], cause(1, 2, T.kDdpNoBuffer), (True, True, False), bad=ar, peer=peer)
+
+    def test_atomic_response_unsolicited(self):
+        peer = self.atomic_peer()
+        h = w.DdpHeader(tagged=False, last=True, rdmap_control=ctrl_of(w.Opcode.AtomicResponse),
+                        qn=w.QN_ATOMIC_RESPONSE, msn=1)
+        self.attack([h.encode() + bytes(12)], cause(0, 2, T.kUnexpectedOpcode),
+                    (True, True, False), peer=peer)
 
     def test_send_inv_foreign_stag(self):
         # r3 belongs to another PD: uiw refuses to invalidate it (RFC 5040 7.2 checks 4-5).

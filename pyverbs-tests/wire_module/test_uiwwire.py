@@ -132,6 +132,19 @@ class DdpRdmapTest(unittest.TestCase):
                          (0x11111111, 0x2000, 0x100, 0x22222222, 0x3000))
 
 
+    def test_atomic_request_and_response(self):
+        # RFC 7306 5.2.1 Figure 4: a FetchAdd of 5 at TO 0x1000 of STag 0x42, request id 7.
+        ddp = w.DdpHeader(rdmap_control=w.rdmap_control(w.Opcode.AtomicRequest),
+                          qn=w.QN_READ_REQUEST, msn=1)
+        ar = w.AtomicRequest(aopcode=w.ATOMIC_FETCH_ADD, request_id=7, stag=0x42, to=0x1000, data=5)
+        self.assertEqual(ddp.encode()[:2], H("414a"))
+        self.assertEqual(ar.encode(), H("00000000" "00000007" "00000042" "0000000000001000"
+                                        "0000000000000005" "0000000000000000" "0000000000000000"
+                                        "ffffffffffffffff"))
+        self.assertEqual(w.decode_atomic_response(H("00000007" "0000000000000009")), (7, 9))
+        self.assertEqual(w.opcode_name(int(w.Opcode.AtomicResponse)), "Atomic Response")
+        self.assertEqual(w.QN_ATOMIC_RESPONSE, 3)
+
 class TerminateTest(unittest.TestCase):
     def test_derived_vector(self):
         # REQUIREMENTS.md 8.6: DDP/Tagged/Base-or-bounds, M=D=1, length 18, copied Write header.
@@ -185,6 +198,14 @@ class MpaFrameTest(unittest.TestCase):
         used, back, err = w.decode_mpa(f.encode(), "rep")
         self.assertEqual((err, back.revision, back.v2.ird, back.v2.ord, back.v2.peer_to_peer,
                           back.v2.rtr_write, back.private_data), ("None", 2, 16, 8, True, True, b"x"))
+
+    def test_rfc7306_offer(self):
+        # uiw's offer: 0x04 of octet 16 (a Res bit, RFC 5044 7.1.1), decoded back.
+        f = w.MpaFrame("req", crc=True, revision=1, rdmap_ext=True)
+        self.assertEqual(f.encode(), w.MPA_KEY_REQ + H("44" "01" "0000"))
+        used, back, err = w.decode_mpa(f.encode(), "req")
+        self.assertEqual((err, back.rdmap_ext, back.crc), ("None", True, True))
+        self.assertFalse(w.decode_mpa(w.MpaFrame("rep").encode(), "rep")[1].rdmap_ext)
 
     def test_decode_errors(self):
         good = w.MpaFrame("req").encode()

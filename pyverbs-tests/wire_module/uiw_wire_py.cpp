@@ -44,6 +44,7 @@ struct PyMpaFrame {
   uint8_t revision = kMpaRevision1;
   std::optional<MpaV2Params> v2;
   std::string private_data;
+  bool rdmap_ext = false;  // uiw's RFC 7306 offer (kMpaFlagRdmapExt)
 };
 
 MpaFrameKind parse_kind(const std::string& k) {
@@ -60,6 +61,7 @@ py::bytes py_encode_mpa(const PyMpaFrame& f) {
   c.reject = f.reject;
   c.revision = f.revision;
   c.v2 = f.v2;
+  c.rdmap_ext = f.rdmap_ext;
   c.private_data = {reinterpret_cast<const uint8_t*>(f.private_data.data()), f.private_data.size()};
   std::vector<uint8_t> out(mpa_frame_size(c));
   size_t n = encode_mpa_frame(out, c);
@@ -99,6 +101,7 @@ py::tuple py_decode_mpa(const py::bytes& data, const std::string& kind) {
     f.reject = c.reject;
     f.revision = c.revision;
     f.v2 = c.v2;
+    f.rdmap_ext = c.rdmap_ext;
     f.private_data.assign(reinterpret_cast<const char*>(c.private_data.data()),
                           c.private_data.size());
     frame = py::cast(f);
@@ -242,14 +245,16 @@ void bind_mpa(py::module_& m) {
 
   py::class_<PyMpaFrame>(m, "MpaFrame", "MPA Request/Reply (RFC 5044 7.1.1)")
       .def(py::init([](const std::string& kind, bool markers, bool crc, bool reject,
-                       uint8_t revision, std::optional<MpaV2Params> v2, const py::bytes& pd) {
+                       uint8_t revision, std::optional<MpaV2Params> v2, const py::bytes& pd,
+                       bool rdmap_ext) {
              parse_kind(kind);
-             PyMpaFrame f{kind, markers, crc, reject, revision, v2, std::string(pd)};
+             PyMpaFrame f{kind, markers, crc, reject, revision, v2, std::string(pd), rdmap_ext};
              return f;
            }),
            py::arg("kind") = "req", py::arg("markers") = false, py::arg("crc") = true,
            py::arg("reject") = false, py::arg("revision") = 1, py::arg("v2") = py::none(),
-           py::arg("private_data") = py::bytes())
+           py::arg("private_data") = py::bytes(), py::arg("rdmap_ext") = false)
+      .def_readwrite("rdmap_ext", &PyMpaFrame::rdmap_ext)
       .def_readwrite("kind", &PyMpaFrame::kind)
       .def_readwrite("markers", &PyMpaFrame::markers)
       .def_readwrite("crc", &PyMpaFrame::crc)
@@ -369,7 +374,11 @@ void bind_ddp_rdmap(py::module_& m) {
       .value("SendInv", Opcode::SendInv)
       .value("SendSe", Opcode::SendSe)
       .value("SendSeInv", Opcode::SendSeInv)
-      .value("Terminate", Opcode::Terminate);
+      .value("Terminate", Opcode::Terminate)
+      .value("ImmediateData", Opcode::ImmediateData)
+      .value("ImmediateDataSe", Opcode::ImmediateDataSe)
+      .value("AtomicRequest", Opcode::AtomicRequest)
+      .value("AtomicResponse", Opcode::AtomicResponse);
   m.def(
       "rdmap_control",
       [](uint8_t op, uint8_t rv) {
@@ -393,9 +402,39 @@ void bind_ddp_rdmap(py::module_& m) {
       .def("encode", &py_encode_read_request);
   m.def("encode_read_request", &py_encode_read_request);
   m.def("decode_read_request", &py_decode_read_request);
+
+  // RFC 7306 §5.2.1 / §5.2.2.
+  py::class_<AtomicRequestHeader>(m, "AtomicRequest", "Atomic Request header, RFC 7306 5.2.1")
+      .def(py::init([](uint8_t aopcode, uint32_t request_id, uint32_t stag, uint64_t to,
+                       uint64_t data, uint64_t data_mask, uint64_t compare, uint64_t compare_mask) {
+             return AtomicRequestHeader{aopcode, request_id, stag,    to,
+                                        data,    data_mask,  compare, compare_mask};
+           }),
+           py::arg("aopcode") = 0, py::arg("request_id") = 0, py::arg("stag") = 0,
+           py::arg("to") = 0, py::arg("data") = 0, py::arg("data_mask") = 0, py::arg("compare") = 0,
+           py::arg("compare_mask") = ~0ull)
+      .def_readwrite("aopcode", &AtomicRequestHeader::aopcode)
+      .def_readwrite("request_id", &AtomicRequestHeader::request_id)
+      .def_readwrite("stag", &AtomicRequestHeader::stag)
+      .def_readwrite("to", &AtomicRequestHeader::to)
+      .def("encode", [](const AtomicRequestHeader& h) {
+        uint8_t out[kAtomicRequestHeaderSize];
+        encode_atomic_request(out, h);
+        return to_bytes(out, sizeof out);
+      });
+  m.def("decode_atomic_response", [](const py::bytes& data) {
+    auto in = as_span(data);
+    if (in.size() < kAtomicResponseHeaderSize)
+      throw py::value_error("Atomic Response header is 12 octets");
+    const AtomicResponseHeader h = decode_atomic_response(in.data());
+    return py::make_tuple(h.request_id, h.original);
+  });
+  m.attr("ATOMIC_FETCH_ADD") = static_cast<int>(AtomicOpcode::FetchAdd);
+  m.attr("ATOMIC_CMP_SWAP") = static_cast<int>(AtomicOpcode::CmpSwap);
   m.attr("QN_SEND") = kQnSend;
   m.attr("QN_READ_REQUEST") = kQnReadRequest;
   m.attr("QN_TERMINATE") = kQnTerminate;
+  m.attr("QN_ATOMIC_RESPONSE") = kQnAtomicResponse;
 }
 
 void bind_terminate(py::module_& m) {
