@@ -21,6 +21,11 @@
  *                receive, then exits 0
  *   write-once   RDMA Write the whole target once (WINDOW x 64 KiB, a known pattern), then a
  *                Send; exits 0 whether or not the connection survived it (prints what completed)
+ *   ext-refused  post each RFC 7306 operation (FetchAdd, CmpSwap, Write and Send with
+ *                Immediate): each must be refused with EOPNOTSUPP (a peer that did not agree
+ *                to RFC 7306, siw); then one more verified Send each way (nothing reached the
+ *                peer, the connection goes on) and rdma_disconnect()
+ *   ext-peer     the other side of ext-refused: one more Send each way, then wait-close
  *   verify       wait for that Send, or for a flushed receive; then count the target's
  *                octets: the pattern, untouched (zero), or foreign (neither: placed data the
  *                writer never sent); prints "target: correct C untouched U foreign F", then
@@ -573,6 +578,29 @@ static void verify_target(struct conn *c)
 	rdma_disconnect(c->id);
 }
 
+static void post_refused_extensions(struct conn *c)
+{
+	static const enum ibv_wr_opcode ops[] = {
+		IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_ATOMIC_CMP_AND_SWP,
+		IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND_WITH_IMM};
+	struct ibv_sge sge = {(uintptr_t)(c->buf + NRECV * MSG), 8, c->mr->lkey};
+
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		struct ibv_send_wr wr = {.wr_id = 2000 + i, .sg_list = &sge, .num_sge = 1,
+					 .opcode = ops[i], .send_flags = IBV_SEND_SIGNALED},
+				   *bad = NULL;
+		int rc;
+
+		wr.wr.atomic.remote_addr = 0x1000;
+		wr.wr.atomic.rkey = 0x1234;
+		rc = ibv_post_send(c->id->qp, &wr, &bad);
+		CHECK(rc == EOPNOTSUPP && bad == &wr, "%s: RFC 7306 opcode %d posted: %d (%s)",
+		      c->side, ops[i], rc, strerror(rc));
+	}
+	printf("%s: 4 RFC 7306 work requests refused with EOPNOTSUPP\n", c->side);
+	fflush(stdout);
+}
+
 static int run_action(struct conn *c, const char *action)
 {
 	exchange(c);
@@ -590,6 +618,17 @@ static int run_action(struct conn *c, const char *action)
 		wait_disconnected(c, 30);
 	} else if (!strcmp(action, "write-once")) {
 		write_once(c);
+		rdma_disconnect(c->id);
+	} else if (!strcmp(action, "ext-refused")) {
+		post_refused_extensions(c);
+		exchange(c);
+		CHECK(!rdma_disconnect(c->id), "rdma_disconnect");
+		wait_disconnected(c, 30);
+		expect_flushed_recvs(c, 30);
+	} else if (!strcmp(action, "ext-peer")) {
+		exchange(c);
+		wait_disconnected(c, 60);
+		expect_flushed_recvs(c, 30);
 		rdma_disconnect(c->id);
 	} else if (!strcmp(action, "verify")) {
 		verify_target(c);
@@ -670,6 +709,7 @@ int main(int argc, char **argv)
 	fprintf(stderr,
 		"usage: uiw_cm_check reject-server ADDR PORT TEXT | reject-client DST SRC PORT TEXT\n"
 		"     | no-listener DST SRC PORT | server ADDR PORT ACTION | client DST SRC PORT "
-		"ACTION\n  ACTION: disconnect | wait-close | write-stream | idle | write-once | verify\n");
+		"ACTION\n  ACTION: disconnect | wait-close | write-stream | idle | write-once | verify |\n"
+		"          ext-refused | ext-peer\n");
 	return 2;
 }

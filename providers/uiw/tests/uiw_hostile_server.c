@@ -152,10 +152,11 @@ static int serve(struct rdma_event_channel* ch, struct rdma_cm_id* id, const str
   }
   struct guarded reg[NREG];
   static const char* names[NREG] = {"r0", "r1", "r2", "r3"};
-  const int access[NREG] = {IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC,
-                            IBV_ACCESS_REMOTE_READ, IBV_ACCESS_LOCAL_WRITE,
-                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE};
+  const int access[NREG] = {
+      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+          IBV_ACCESS_REMOTE_ATOMIC,
+      IBV_ACCESS_REMOTE_READ, IBV_ACCESS_LOCAL_WRITE,
+      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE};
   char pdata[200];
   int off = 0;
   for (int i = 0; i < NREG; i++) {
@@ -176,8 +177,7 @@ static int serve(struct rdma_event_channel* ch, struct rdma_cm_id* id, const str
   if (!rb.mr) return -1;
   for (int i = 0; i < o->recvs; i++) {
     struct ibv_sge sge = {.addr = (uintptr_t)inner(&rb) + (size_t)i * RECV_LEN,
-                          .length = RECV_LEN,
-                          .lkey = rb.mr->lkey};
+                          .length = RECV_LEN, .lkey = rb.mr->lkey};
     struct ibv_recv_wr wr = {.wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1}, *bad;
     if (ibv_post_recv(id->qp, &wr, &bad)) {
       printf("ibv_post_recv failed: %s\n", strerror(errno));
@@ -250,42 +250,21 @@ static int serve(struct rdma_event_channel* ch, struct rdma_cm_id* id, const str
 }
 
 int main(int argc, char** argv) {
-  struct opts o = {.addr = NULL,
-                   .port = "7300",
-                   .conns = 1000000,
-                   .idle_secs = 20,
-                   .ird = 1,
-                   .recvs = 4,
-                   .read_len = 262144};
+  struct opts o = {.addr = NULL, .port = "7300", .conns = 1000000, .idle_secs = 20, .ird = 1,
+                   .recvs = 4, .read_len = 262144};
   int c;
   while ((c = getopt(argc, argv, "a:p:c:t:i:r:R:")) != -1) {
     switch (c) {
-      case 'a':
-        o.addr = optarg;
-        break;
-      case 'p':
-        o.port = optarg;
-        break;
-      case 'c':
-        o.conns = atoi(optarg);
-        break;
-      case 't':
-        o.idle_secs = atoi(optarg);
-        break;
-      case 'i':
-        o.ird = atoi(optarg);
-        break;
-      case 'r':
-        o.recvs = atoi(optarg);
-        break;
-      case 'R':
-        o.read_len = strtoul(optarg, NULL, 0);
-        break;
+      case 'a': o.addr = optarg; break;
+      case 'p': o.port = optarg; break;
+      case 'c': o.conns = atoi(optarg); break;
+      case 't': o.idle_secs = atoi(optarg); break;
+      case 'i': o.ird = atoi(optarg); break;
+      case 'r': o.recvs = atoi(optarg); break;
+      case 'R': o.read_len = strtoul(optarg, NULL, 0); break;
       default:
-        fprintf(stderr,
-                "usage: %s -a ADDR [-p PORT] [-c CONNS] [-t IDLE] [-i IRD] [-r RECVS]"
-                " [-R READ_LEN]\n",
-                argv[0]);
+        fprintf(stderr, "usage: %s -a ADDR [-p PORT] [-c CONNS] [-t IDLE] [-i IRD] [-r RECVS]"
+                        " [-R READ_LEN]\n", argv[0]);
         return 2;
     }
   }
