@@ -73,6 +73,12 @@ struct alignas(64) Registry::Slot {
   std::atomic<uint64_t> length{0};
   std::atomic<uint32_t> pins{0};  // live Pins (see Registry::pin)
   uint8_t last_key = 0;           // guarded by mu_: a re-registration never reuses it
+  // Guarded by mu_ (check() never needs them: an unbound window is simply not valid).
+  bool window = false;
+  MwType mw_type = MwType::Type1;
+  bool bound = false;    // window: bound to the region in slot `parent`
+  uint32_t parent = 0;   // window: slot number of that region
+  uint32_t windows = 0;  // region: windows bound to it
 };
 
 struct Registry::Snapshot {
@@ -176,6 +182,9 @@ void Registry::fill_slot_locked(uint32_t slot_no, Stag stag, uint32_t pd, void* 
                                 uint64_t length, uint64_t iova, uint32_t access) {
   Slot& s = slots_[slot_no];
   s.last_key = stag_key(stag);
+  s.window = false;
+  s.bound = false;
+  s.windows = 0;
   write_slot(s, [&](Slot& w) {
     w.pd.store(pd, std::memory_order_relaxed);
     w.stream.store(0, std::memory_order_relaxed);
@@ -200,27 +209,34 @@ Stag Registry::register_region(uint32_t pd, void* addr, uint64_t length, uint64_
   std::lock_guard<std::mutex> g(mu_);
   *err = -EINVAL;
   if (pd_refs_.find(pd) == pd_refs_.end()) return 0;
-  if (free_slots_.empty()) {
+  uint32_t slot_no;
+  Stag stag;
+  if (!take_slot_locked(&slot_no, &stag)) {
     *err = -ENOMEM;
     return 0;
   }
-  // A random free slot, random index bits above the slot number and a random key: the STag space
-  // is populated sparsely over the full 24-bit index range (RFC 5040 §8.1.1(8)).
+  fill_slot_locked(slot_no, stag, pd, addr, length, iova, access);
+  *err = 0;
+  return stag;
+}
+
+// A random free slot, random index bits above the slot number and a random key: the STag space
+// is populated sparsely over the full 24-bit index range (RFC 5040 §8.1.1(8)).
+bool Registry::take_slot_locked(uint32_t* slot_no, Stag* stag) {
+  if (free_slots_.empty()) return false;
   size_t pick = random32() % free_slots_.size();
-  uint32_t slot_no = free_slots_[pick];
+  *slot_no = free_slots_[pick];
   free_slots_[pick] = free_slots_.back();
   free_slots_.pop_back();
   uint32_t shift = log2_pow2(nslots_);
   uint32_t index, key;
   do {
     uint32_t high = shift >= 24 ? 0 : (random32() << shift);
-    index = (high | slot_no) & (kMaxSlots - 1);
+    index = (high | *slot_no) & (kMaxSlots - 1);
     key = random32() & 0xff;
-  } while (index == 0 || key == slots_[slot_no].last_key);
-  Stag stag = (index << 8) | key;
-  fill_slot_locked(slot_no, stag, pd, addr, length, iova, access);
-  *err = 0;
-  return stag;
+  } while (index == 0 || key == slots_[*slot_no].last_key);
+  *stag = (index << 8) | key;
+  return true;
 }
 
 int Registry::register_region_with_stag(Stag stag, uint32_t pd, void* addr, uint64_t length,
@@ -249,6 +265,8 @@ int Registry::deregister(Stag stag) {
     std::lock_guard<std::mutex> g(mu_);
     s = find_locked(stag);
     if (!s) return -ENOENT;
+    if (s->window) return -EINVAL;
+    if (s->windows != 0) return -EBUSY;  // verbs: windows bound to it keep a region
     pd = s->pd.load(std::memory_order_relaxed);
     // The slot is now "dying": unknown to check() and to every writer, not yet free.
     write_slot(*s, [](Slot& w) {
@@ -356,6 +374,12 @@ AccessResult Registry::invalidate_remote(Stag stag, uint32_t pd, uint32_t stream
   // RFC 5040 §8.1.1(7): an STag shared by several streams is not remotely invalidatable.
   uint32_t flags = s->flags.load(std::memory_order_relaxed);
   if (!(flags & kFlagRemoteInvalidate)) return AccessResult::AccessDenied;
+  if (s->window) {
+    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
+    unbind_window(lock, *s);
+    lock.release();  // still held: the guard above unlocks it
+    return AccessResult::Ok;
+  }
   write_slot(*s, [&](Slot& w) { w.flags.store(flags & ~kFlagValid, std::memory_order_relaxed); });
   return AccessResult::Ok;
 }
@@ -377,8 +401,112 @@ int Registry::set_remote_invalidate(Stag stag, bool allowed) {
 }
 
 int Registry::invalidate_local(Stag stag) {
-  std::lock_guard<std::mutex> g(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  Slot* s = find_locked(stag);
+  if (s && s->window) {
+    if (s->mw_type == MwType::Type1) return -EINVAL;
+    if (!s->bound) return -ENOENT;
+    unbind_window(lock, *s);
+    return 0;
+  }
   return update_flags_locked(stag, 0, kFlagValid, true);
+}
+
+void Registry::unbind_window(std::unique_lock<std::mutex>& lock, Slot& w) {
+  write_slot(w, [](Slot& x) { x.flags.store(0, std::memory_order_relaxed); });
+  w.bound = false;
+  const uint32_t parent = w.parent;
+  lock.unlock();
+  // As in deregister(): a Pin taken before the flag went is waited for; one after sees it.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  while (w.pins.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  lock.lock();
+  --slots_[parent].windows;
+}
+
+// A window starts as an empty region (it maps nothing: any access with a length fails its
+// bounds), turned into an unbound window at once.
+Stag Registry::alloc_mw(uint32_t pd, MwType type, int* err) {
+  const Stag stag = register_region(pd, nullptr, 0, 0, 0, err);
+  if (stag == 0) return 0;
+  std::lock_guard<std::mutex> g(mu_);
+  Slot& s = slots_[stag_index(stag) & slot_mask_];
+  write_slot(s, [](Slot& w) { w.flags.store(0, std::memory_order_relaxed); });
+  s.window = true;
+  s.mw_type = type;
+  return stag;
+}
+
+int Registry::register_window_with_stag(Stag stag, uint32_t pd, MwType type) {
+  if (int rc = register_region_with_stag(stag, pd, nullptr, 0, 0, 0)) return rc;
+  std::lock_guard<std::mutex> g(mu_);
+  Slot& s = slots_[stag_index(stag) & slot_mask_];
+  write_slot(s, [](Slot& w) { w.flags.store(0, std::memory_order_relaxed); });
+  s.window = true;
+  s.mw_type = type;
+  return 0;
+}
+
+int Registry::bind_mw(Stag mw, uint8_t key, Stag mr, uint64_t addr, uint64_t length,
+                      uint32_t access, uint32_t stream, Stag* out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Slot* w = find_locked(mw);
+  if (!w || !w->window) return -ENOENT;
+  const bool type1 = w->mw_type == MwType::Type1;
+  if (w->bound && !type1) return -EINVAL;  // a type 2 window is invalidated before a new bind
+  if (access & ~(kRemoteRead | kRemoteWrite | kRemoteAtomic)) return -EINVAL;
+  const uint32_t pd = w->pd.load(std::memory_order_relaxed);
+  if (length == 0 && type1) {  // verbs: a zero-length bind of a type 1 window unbinds it
+    if (w->bound) unbind_window(lock, *w);
+    if (out) *out = mw;
+    return 0;
+  }
+  Slot* m = find_locked(mr);
+  if (!m || m->window) return -ENOENT;
+  const uint32_t m_access = m->access.load(std::memory_order_relaxed);
+  const uint64_t m_iova = m->iova.load(std::memory_order_relaxed);
+  const uint64_t m_len = m->length.load(std::memory_order_relaxed);
+  if (!(m->flags.load(std::memory_order_relaxed) & kFlagValid) ||
+      m->pd.load(std::memory_order_relaxed) != pd || !(m_access & kMwBind) ||
+      ((access & (kRemoteWrite | kRemoteAtomic)) && !(m_access & kLocalWrite)) ||
+      length > UINT64_MAX - addr || addr < m_iova || addr + length > m_iova + m_len ||
+      (!type1 && stream == 0))
+    return -EINVAL;
+  if (w->bound) {
+    unbind_window(lock, *w);  // a type 1 rebind; the lock was dropped meanwhile
+    if (find_locked(mw) != w || !w->window || w->bound) return -EINVAL;  // raced another call
+    m = find_locked(mr);
+    if (!m || m->window || !(m->flags.load(std::memory_order_relaxed) & kFlagValid)) return -ENOENT;
+  }
+  uint8_t* host = m->host.load(std::memory_order_relaxed) + (addr - m_iova);
+  const Stag stag = (mw & ~0xffu) | key;
+  w->last_key = key;
+  write_slot(*w, [&](Slot& x) {
+    x.stream.store(type1 ? 0 : stream, std::memory_order_relaxed);
+    x.access.store(access, std::memory_order_relaxed);
+    x.host.store(host, std::memory_order_relaxed);
+    x.iova.store(addr, std::memory_order_relaxed);
+    x.length.store(length, std::memory_order_relaxed);
+    x.stag.store(stag, std::memory_order_relaxed);
+    // Only a type 2 window may be invalidated by the peer (Send with Invalidate).
+    x.flags.store(kFlagValid | (type1 ? 0 : kFlagRemoteInvalidate), std::memory_order_relaxed);
+  });
+  w->bound = true;
+  w->parent = static_cast<uint32_t>(m - slots_.get());
+  ++m->windows;
+  if (out) *out = stag;
+  return 0;
+}
+
+int Registry::dealloc_mw(Stag mw) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Slot* w = find_locked(mw);
+  if (!w || !w->window) return -ENOENT;
+  if (w->bound) unbind_window(lock, *w);
+  if (find_locked(mw) != w || !w->window || w->bound) return -ENOENT;  // raced another call
+  w->window = false;  // deregister() refuses windows; from here it frees a plain slot
+  lock.unlock();
+  return deregister(mw);
 }
 
 int Registry::revalidate(Stag stag) {

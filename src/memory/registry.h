@@ -54,6 +54,10 @@ enum class AccessResult {
 };
 const char* access_result_name(AccessResult);
 
+// Memory windows (verbs): type 1 is bound by the consumer and rebound at will; type 2 is bound
+// through one QP, whose stream alone may use it, and must be invalidated before it is bound again.
+enum class MwType : uint8_t { Type1 = 1, Type2 = 2 };
+
 struct Mapping {
   AccessResult result;
   uint8_t* host;  // address of byte `to` when result == Ok, else nullptr
@@ -96,9 +100,28 @@ class Registry {
   // fall back to register_region). -EINVAL for STag 0 and the argument errors above.
   int register_region_with_stag(Stag stag, uint32_t pd, void* addr, uint64_t length, uint64_t iova,
                                 uint32_t access);
-  // 0 or -ENOENT. When it returns, no Pin on this region is alive (see Pin): the buffer may be
+  // 0, -ENOENT, -EBUSY while memory windows are bound to the region, -EINVAL for a window's STag
+  // (dealloc_mw). When it returns, no Pin on this region is alive (see Pin): the buffer may be
   // freed (RFC 5041 §8.3.1(6): after revocation the RNIC can no longer modify the buffer).
   int deregister(Stag);
+
+  // Memory windows. A window is an STag of its own over part of a registered region (RFC 5040
+  // §2.1), with its own remote rights; until bound (and once invalidated) check() refuses it
+  // (InvalidStag). alloc_mw / register_window_with_stag: as for regions (0 + *err, or -errno).
+  Stag alloc_mw(uint32_t pd, MwType type, int* err);
+  int register_window_with_stag(Stag stag, uint32_t pd, MwType type);
+  // Binds window `mw` (its current STag) to [addr, addr + length) of region `mr`, under the key
+  // `key` (the window's next STag: same index). access: the remote rights (kRemoteRead,
+  // kRemoteWrite, kRemoteAtomic). stream: type 2 the QP's stream, the only one that may use it;
+  // type 1 any stream of the PD (0). The region must be valid, in the window's PD, allow
+  // kMwBind, contain the range and, for remote write or atomic rights, allow local write. A
+  // type 1 window is rebound in place (length 0: just unbound); a type 2 window must not be
+  // bound. 0 and *out, or -ENOENT (unknown window or region), -EINVAL (any rule above).
+  // Rebinding or unbinding waits for the window's live Pins, as deregister() does.
+  int bind_mw(Stag mw, uint8_t key, Stag mr, uint64_t addr, uint64_t length, uint32_t access,
+              uint32_t stream, Stag* out);
+  // Unbinds (waiting for Pins) and frees the window. 0, -ENOENT.
+  int dealloc_mw(Stag mw);
   // New key, same index, all other state kept (for rereg / fast-register / bind). The old STag
   // fails check() from now on. 0, -ENOENT.
   int rereg_key(Stag old, Stag* out);
@@ -127,8 +150,10 @@ class Registry {
   AccessResult invalidate_remote(Stag, uint32_t pd, uint32_t stream);
   int set_remote_invalidate(Stag, bool allowed);  // default true at registration; 0, -ENOENT
 
-  int invalidate_local(Stag);  // 0, -ENOENT (unknown or already invalid)
-  int revalidate(Stag);        // 0, -ENOENT (unknown)
+  // 0, -ENOENT (unknown or already invalid), -EINVAL for a type 1 window (verbs: only a bind
+  // changes one). A window is unbound (its Pins waited for), a region marked invalid.
+  int invalidate_local(Stag);
+  int revalidate(Stag);  // 0, -ENOENT (unknown)
   // STag <-> stream association (RFC 5041 §8.2); stream 0 removes it. 0, -ENOENT.
   int bind_stream(Stag, uint32_t stream);
 
@@ -175,6 +200,11 @@ class Registry {
   // Fills free slot `slot_no` (already taken off free_slots_) with a live region. Requires mu_.
   void fill_slot_locked(uint32_t slot_no, Stag stag, uint32_t pd, void* addr, uint64_t length,
                         uint64_t iova, uint32_t access);
+  // A random free slot and a fresh STag for it (taken off free_slots_). Requires mu_.
+  bool take_slot_locked(uint32_t* slot_no, Stag* stag);
+  // Window `w` (locked, bound) becomes invalid: returns with mu_ held again after its Pins are
+  // gone, the region it was bound to released.
+  void unbind_window(std::unique_lock<std::mutex>& lock, Slot& w);
 
   uint32_t nslots_ = 0;
   uint32_t slot_mask_ = 0;

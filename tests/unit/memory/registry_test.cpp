@@ -480,3 +480,141 @@ TEST(RegistryGivenStag, RejectsStagZeroUnknownPdAndBadArguments) {
 
 }  // namespace
 }  // namespace uiw::memory
+
+namespace uiw::memory {
+namespace {
+
+// Memory windows over a region with the bind right: bounds, rights, stream, invalidation,
+// the region kept while windows are bound, and pins waited for when a window goes.
+class MemoryWindowTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    pd_ = reg_.alloc_pd();
+    int err = 1;
+    mr_ = reg_.register_region(pd_, buf_.data(), kLen, kIova, kLocalWrite | kRemoteRead | kMwBind,
+                               &err);
+    ASSERT_EQ(err, 0);
+  }
+  Stag window(MwType t) {
+    int err = 1;
+    const Stag s = reg_.alloc_mw(pd_, t, &err);
+    EXPECT_EQ(err, 0);
+    return s;
+  }
+  Registry reg_;
+  std::array<uint8_t, kLen> buf_{};
+  uint32_t pd_ = 0;
+  Stag mr_ = 0;
+};
+
+TEST_F(MemoryWindowTest, ABoundWindowMapsItsPartOfTheRegionOnly) {
+  const Stag mw = window(MwType::Type1);
+  EXPECT_EQ(reg_.check(mw, pd_, 0, kRemoteRead, kIova, 1).result, AccessResult::InvalidStag);
+  Stag bound = 0;
+  ASSERT_EQ(reg_.bind_mw(mw, 0x42, mr_, kIova + 1024, 512, kRemoteRead | kRemoteWrite, 0, &bound),
+            0);
+  EXPECT_EQ(stag_index(bound), stag_index(mw));
+  EXPECT_EQ(stag_key(bound), 0x42);
+  EXPECT_EQ(reg_.check(mw, pd_, 0, kRemoteRead, kIova + 1024, 8).result,
+            AccessResult::InvalidStag);  // the old key
+  Mapping m = reg_.check(bound, pd_, 9, kRemoteWrite, kIova + 1024 + 100, 8);
+  ASSERT_EQ(m.result, AccessResult::Ok);
+  EXPECT_EQ(m.host, buf_.data() + 1124);
+  EXPECT_EQ(reg_.check(bound, pd_, 9, kRemoteRead, kIova + 1024 + 510, 8).result,
+            AccessResult::BaseBounds);
+  EXPECT_EQ(reg_.check(bound, pd_, 9, kRemoteRead, kIova, 8).result, AccessResult::BaseBounds);
+  EXPECT_EQ(reg_.check(bound, pd_, 9, kRemoteAtomic, kIova + 1024, 8).result,
+            AccessResult::AccessDenied);
+  EXPECT_EQ(reg_.check(bound, pd_ + 1, 9, kRemoteRead, kIova + 1024, 8).result,
+            AccessResult::PdMismatch);
+  // A type 1 window cannot be invalidated, locally or by the peer; a rebind moves it.
+  EXPECT_EQ(reg_.invalidate_local(bound), -EINVAL);
+  EXPECT_EQ(reg_.invalidate_remote(bound, pd_, 9), AccessResult::AccessDenied);
+  Stag moved = 0;
+  ASSERT_EQ(reg_.bind_mw(bound, 0x43, mr_, kIova, 64, kRemoteRead, 0, &moved), 0);
+  EXPECT_EQ(reg_.check(bound, pd_, 9, kRemoteRead, kIova + 1024, 8).result,
+            AccessResult::InvalidStag);
+  EXPECT_EQ(reg_.check(moved, pd_, 9, kRemoteRead, kIova, 64).result, AccessResult::Ok);
+  // A zero-length bind unbinds it.
+  ASSERT_EQ(reg_.bind_mw(moved, 0x44, mr_, kIova, 0, kRemoteRead, 0, nullptr), 0);
+  EXPECT_EQ(reg_.check(moved, pd_, 9, kRemoteRead, kIova, 8).result, AccessResult::InvalidStag);
+}
+
+TEST_F(MemoryWindowTest, BindRulesAreChecked) {
+  const Stag mw = window(MwType::Type1);
+  Stag out;
+  EXPECT_EQ(reg_.bind_mw(mw, 1, mr_, kIova + kLen - 8, 16, kRemoteRead, 0, &out), -EINVAL);
+  EXPECT_EQ(reg_.bind_mw(mw, 1, mr_, kIova - 8, 16, kRemoteRead, 0, &out), -EINVAL);
+  EXPECT_EQ(reg_.bind_mw(mw, 1, mr_, kIova, 16, kLocalWrite, 0, &out), -EINVAL);  // remote only
+  EXPECT_EQ(reg_.bind_mw(mw, 1, 0x12345678, kIova, 16, kRemoteRead, 0, &out), -ENOENT);
+  EXPECT_EQ(reg_.bind_mw(0x12345678, 1, mr_, kIova, 16, kRemoteRead, 0, &out), -ENOENT);
+  EXPECT_EQ(reg_.bind_mw(mr_, 1, mr_, kIova, 16, kRemoteRead, 0, &out), -ENOENT);  // not a window
+  // The region lacks the bind right; or local write, which remote write needs.
+  int err;
+  const Stag plain = reg_.register_region(pd_, buf_.data(), kLen, kIova, kLocalWrite, &err);
+  EXPECT_EQ(reg_.bind_mw(mw, 1, plain, kIova, 16, kRemoteRead, 0, &out), -EINVAL);
+  const Stag ro = reg_.register_region(pd_, buf_.data(), kLen, kIova, kMwBind, &err);
+  EXPECT_EQ(reg_.bind_mw(mw, 1, ro, kIova, 16, kRemoteWrite, 0, &out), -EINVAL);
+  EXPECT_EQ(reg_.bind_mw(mw, 1, ro, kIova, 16, kRemoteRead, 0, &out), 0);
+  // Another PD's region.
+  const uint32_t pd2 = reg_.alloc_pd();
+  const Stag other = reg_.register_region(pd2, buf_.data(), kLen, kIova, kMwBind, &err);
+  EXPECT_EQ(reg_.bind_mw(out, 2, other, kIova, 16, kRemoteRead, 0, &out), -EINVAL);
+}
+
+TEST_F(MemoryWindowTest, Type2IsOneStreamsAndInvalidatedBeforeItsNextBind) {
+  const Stag mw = window(MwType::Type2);
+  Stag b;
+  EXPECT_EQ(reg_.bind_mw(mw, 5, mr_, kIova, 64, kRemoteRead, 0, &b), -EINVAL);  // needs a stream
+  ASSERT_EQ(reg_.bind_mw(mw, 5, mr_, kIova, 64, kRemoteRead, 7, &b), 0);
+  EXPECT_EQ(reg_.check(b, pd_, 7, kRemoteRead, kIova, 8).result, AccessResult::Ok);
+  EXPECT_EQ(reg_.check(b, pd_, 8, kRemoteRead, kIova, 8).result, AccessResult::StreamMismatch);
+  EXPECT_EQ(reg_.bind_mw(b, 6, mr_, kIova, 64, kRemoteRead, 7, nullptr), -EINVAL);  // still bound
+  // The peer of its stream may invalidate it (Send with Invalidate); another stream may not.
+  EXPECT_EQ(reg_.invalidate_remote(b, pd_, 8), AccessResult::StreamMismatch);
+  EXPECT_EQ(reg_.invalidate_remote(b, pd_, 7), AccessResult::Ok);
+  EXPECT_EQ(reg_.check(b, pd_, 7, kRemoteRead, kIova, 8).result, AccessResult::InvalidStag);
+  Stag b2;
+  ASSERT_EQ(reg_.bind_mw(b, 6, mr_, kIova + 64, 64, kRemoteRead, 7, &b2), 0);
+  EXPECT_EQ(reg_.invalidate_local(b2), 0);
+  EXPECT_EQ(reg_.invalidate_local(b2), -ENOENT);
+  EXPECT_EQ(reg_.dealloc_mw(b2), 0);
+  EXPECT_EQ(reg_.dealloc_mw(b2), -ENOENT);
+}
+
+TEST_F(MemoryWindowTest, ARegionWithBoundWindowsStays) {
+  const Stag mw = window(MwType::Type1);
+  Stag b;
+  ASSERT_EQ(reg_.bind_mw(mw, 9, mr_, kIova, 64, kRemoteRead, 0, &b), 0);
+  EXPECT_EQ(reg_.deregister(mr_), -EBUSY);
+  EXPECT_EQ(reg_.deregister(b), -EINVAL);  // a window goes with dealloc_mw
+  EXPECT_EQ(reg_.dealloc_pd(pd_), -EBUSY);
+  ASSERT_EQ(reg_.dealloc_mw(b), 0);
+  EXPECT_EQ(reg_.deregister(mr_), 0);
+  EXPECT_EQ(reg_.dealloc_pd(pd_), 0);
+}
+
+// Unbinding waits for a placement through the window in progress (a Pin), so the region the
+// window maps can be deregistered, and freed, the moment the unbind returns.
+TEST_F(MemoryWindowTest, InvalidationWaitsForALivePin) {
+  const Stag mw = window(MwType::Type2);
+  Stag b;
+  ASSERT_EQ(reg_.bind_mw(mw, 3, mr_, kIova, 64, kRemoteRead, 7, &b), 0);
+  std::atomic<bool> done{false};
+  Registry::Pin pin = reg_.pin(b, pd_, 7, kRemoteRead, kIova, 8);
+  ASSERT_TRUE(pin.ok());
+  std::thread t([&] {
+    EXPECT_EQ(reg_.invalidate_local(b), 0);
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(done.load()) << "the window was unbound under a live Pin";
+  pin.release();
+  t.join();
+  EXPECT_TRUE(done.load());
+  EXPECT_EQ(reg_.deregister(mr_), 0);  // the invalidated window holds the region no more
+  EXPECT_EQ(reg_.dealloc_mw(b), 0);
+}
+
+}  // namespace
+}  // namespace uiw::memory
