@@ -42,15 +42,17 @@ constexpr ibv_wc_status kMapWcStatus[] = {
     IBV_WC_SUCCESS,        IBV_WC_LOC_LEN_ERR,  IBV_WC_LOC_QP_OP_ERR,  IBV_WC_LOC_PROT_ERR,
     IBV_WC_WR_FLUSH_ERR,   IBV_WC_BAD_RESP_ERR, IBV_WC_LOC_ACCESS_ERR, IBV_WC_REM_INV_REQ_ERR,
     IBV_WC_REM_ACCESS_ERR, IBV_WC_REM_OP_ERR,   IBV_WC_FATAL_ERR,      IBV_WC_GENERAL_ERR,
+    IBV_WC_MW_BIND_ERR,
 };
-static_assert(std::size(kMapWcStatus) == static_cast<size_t>(WcStatus::GeneralErr) + 1);
+static_assert(std::size(kMapWcStatus) == static_cast<size_t>(WcStatus::MwBindErr) + 1);
 
 // engine::WcOpcode (declaration order) -> ibv_wc_opcode.
 constexpr ibv_wc_opcode kMapWcOpcode[] = {
     IBV_WC_SEND,      IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ,          IBV_WC_RECV,
-    IBV_WC_FETCH_ADD, IBV_WC_COMP_SWAP,  IBV_WC_RECV_RDMA_WITH_IMM,
+    IBV_WC_FETCH_ADD, IBV_WC_COMP_SWAP,  IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_BIND_MW,
+    IBV_WC_LOCAL_INV,
 };
-static_assert(std::size(kMapWcOpcode) == static_cast<size_t>(WcOpcode::RecvRdmaWithImm) + 1);
+static_assert(std::size(kMapWcOpcode) == static_cast<size_t>(WcOpcode::LocalInv) + 1);
 
 // ibv_send_flags -> engine::SendFlags.
 uint32_t map_send_flags(unsigned int f, bool sig_all) {

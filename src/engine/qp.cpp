@@ -35,6 +35,8 @@ const char* wc_status_name(WcStatus s) {
       return "fatal error";
     case WcStatus::GeneralErr:
       return "general error";
+    case WcStatus::MwBindErr:
+      return "memory window bind error";
   }
   return "?";
 }

@@ -221,8 +221,9 @@ class Qp final : private SegmentRx {
     bool outbound_read = false;  // a Read or atomic: counts against ORD (RDMAP §6.1, RFC 7306
                                  // §5.2), awaits its response
     bool extension = false;      // RFC 7306: only on a connection that agreed to it
+    bool local = false;          // nothing on the wire: runs even before we may send
   };
-  static const std::array<TxOp, 8> kTxOps;
+  static const std::array<TxOp, 10> kTxOps;
   static const TxOp& tx_op(WrOpcode op) { return kTxOps[static_cast<size_t>(op)]; }
   void build_read_request(SqEntry& e);
   void await_response(SqEntry& e);
@@ -231,6 +232,9 @@ class Qp final : private SegmentRx {
   void build_write_imm_segment(SqEntry& e);
   void build_send_imm_segment(SqEntry& e);
   void build_immediate(SqEntry& e, uint32_t info, bool completes);
+  void run_bind_mw(SqEntry& e);
+  void run_local_inv(SqEntry& e);
+  void finish_local_op(SqEntry& e, WcStatus status);
   void build_atomic_request(SqEntry& e);
   bool build_atomic_response(IrqEntry& q);
   void build_write_segment(SqEntry& e);

@@ -109,7 +109,11 @@ bool Qp::build_next_fpdu() {
     build_terminate();
     return true;
   }
-  if (tx_framer_->holding()) return false;
+  // An MPA Responder sends nothing before the peer's first FPDU (RFC 5044 §7.1.2); a local
+  // operation at the head of the send queue still runs.
+  if (tx_framer_->holding() && !(tx_kind_ == TxKind::None && !rtr_pending_ && irq_count_ == 0 &&
+                                 sq_tx_ != sq_tail_ && tx_op(sq_at(sq_tx_).wr.opcode).local))
+    return false;
   if (rtr_pending_) {
     build_rtr();
     return true;
@@ -174,7 +178,7 @@ void Qp::unbuild_slot(TxSlot& s) {
 
 // The send queue's operations, indexed by WrOpcode; the wire side of each RDMAP opcode is
 // wire::kOpcodeTable's, the receive side kRxOps's.
-constexpr std::array<Qp::TxOp, 8> Qp::kTxOps = {{
+constexpr std::array<Qp::TxOp, 10> Qp::kTxOps = {{
     // Send: RDMAP §5.3, untagged on QN 0.
     {&Qp::build_send_segment, WcOpcode::Send, 0, true, true, false, false},
     // Send with Invalidate: the same, naming the peer's STag to invalidate (§5.3).
@@ -194,6 +198,10 @@ constexpr std::array<Qp::TxOp, 8> Qp::kTxOps = {{
     // Send that follows carries (wire::ImmediateData). Each takes its own MSNs on QN 0.
     {&Qp::build_write_imm_segment, WcOpcode::RdmaWrite, 0, true, false, false, true},
     {&Qp::build_send_imm_segment, WcOpcode::Send, 0, true, false, false, true},
+    // Memory window bind and local invalidation: nothing on the wire; done when their turn in
+    // the send queue comes, so they take effect after every WR posted before them.
+    {&Qp::run_bind_mw, WcOpcode::BindMw, 0, false, false, false, false, true},
+    {&Qp::run_local_inv, WcOpcode::LocalInv, 0, false, false, false, false, true},
 }};
 static_assert(static_cast<size_t>(WrOpcode::Send) == 0 &&
                   static_cast<size_t>(WrOpcode::SendInv) == 1 &&
@@ -202,7 +210,9 @@ static_assert(static_cast<size_t>(WrOpcode::Send) == 0 &&
                   static_cast<size_t>(WrOpcode::AtomicFetchAdd) == 4 &&
                   static_cast<size_t>(WrOpcode::AtomicCmpSwap) == 5 &&
                   static_cast<size_t>(WrOpcode::RdmaWriteImm) == 6 &&
-                  static_cast<size_t>(WrOpcode::SendImm) == 7,
+                  static_cast<size_t>(WrOpcode::SendImm) == 7 &&
+                  static_cast<size_t>(WrOpcode::BindMw) == 8 &&
+                  static_cast<size_t>(WrOpcode::LocalInv) == 9,
               "kTxOps is indexed by WrOpcode");
 
 // RDMAP §4.4 / §5.2.1: one untagged segment on QN 1, never any payload. The sink STag names this
@@ -317,6 +327,34 @@ void Qp::build_send_imm_segment(SqEntry& e) {
   h.msn = e.msn;
   h.mo = static_cast<uint32_t>(tx_offset_);
   build_data_segment(e, h, params_.mulpdu - wire::kUntaggedHeaderSize);
+}
+
+// A local operation's WR is done once it ran; a failed one ends the stream as a WR that could
+// not be sent does (RDMAP §7.1 item 21: local catastrophic Terminate).
+void Qp::finish_local_op(SqEntry& e, WcStatus status) {
+  if (status != WcStatus::Success) {
+    e.status = status;
+    end_message_in_error(e);
+    return;
+  }
+  e.st = SqSt::Done;
+  ++sq_tx_;
+  tx_kind_ = TxKind::None;
+  complete_sq();
+}
+
+// A type 2 window is bound to this QP's stream (the registry's stream is the QP number).
+void Qp::run_bind_mw(SqEntry& e) {
+  const SendWr::Bind& b = e.wr.bind;
+  memory::Stag bound = 0;
+  const int rc =
+      cfg_.registry->bind_mw(b.mw, b.key, b.mr, b.addr, b.length, b.access, cfg_.qp_num, &bound);
+  finish_local_op(e, rc == 0 ? WcStatus::Success : WcStatus::MwBindErr);
+}
+
+void Qp::run_local_inv(SqEntry& e) {
+  const int rc = cfg_.registry->invalidate_local(e.wr.invalidate_stag);
+  finish_local_op(e, rc == 0 ? WcStatus::Success : WcStatus::LocProtErr);
 }
 
 void Qp::build_write_segment(SqEntry& e) {

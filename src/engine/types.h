@@ -30,6 +30,8 @@ enum class WrOpcode : uint8_t {
   AtomicCmpSwap,
   RdmaWriteImm,
   SendImm,
+  BindMw,    // binds a memory window (SendWr::bind): a local operation, in send queue order
+  LocalInv,  // invalidates SendWr::invalidate_stag here: a local operation
 };
 
 enum SendFlags : uint32_t {
@@ -53,6 +55,17 @@ struct SendWr {
   uint64_t compare_add = 0;
   uint64_t swap = 0;
   uint32_t imm_data = 0;  // RdmaWriteImm, SendImm: verbs' immediate, as given (network order)
+  // BindMw: window `mw` (its current STag) gets key `key` over [addr, addr + length) of the
+  // region `mr` with remote rights `access` (memory::Registry::bind_mw); a type 2 window is
+  // bound to this QP's stream.
+  struct Bind {
+    uint32_t mw = 0;
+    uint32_t mr = 0;
+    uint64_t addr = 0;
+    uint64_t length = 0;
+    uint32_t access = 0;
+    uint8_t key = 0;
+  } bind;
 };
 
 struct RecvWr {
@@ -75,6 +88,7 @@ enum class WcStatus : uint8_t {
   RemOpErr,
   FatalErr,
   GeneralErr,
+  MwBindErr,
 };
 const char* wc_status_name(WcStatus);
 
@@ -87,6 +101,8 @@ enum class WcOpcode : uint8_t {
   AtomicFetchAdd,
   AtomicCmpSwap,
   RecvRdmaWithImm,
+  BindMw,
+  LocalInv,
 };
 
 enum WcFlags : uint32_t {
