@@ -208,8 +208,8 @@ int dereg_mr(verbs_mr* vmr) noexcept {
   Mr* mr = to_mr(vmr);
   Context* ctx = to_ctx(mr->ibv_mr.context);
   // Locally first: when deregister() returns, no placement can touch the buffer any more
-  // (RFC 5041 §8.3.1(6)).
-  ctx->registry.deregister(mr->stag);
+  // (RFC 5041 §8.3.1(6)). Memory windows still bound to it keep it (verbs: EBUSY).
+  if (ctx->registry.deregister(mr->stag) == -EBUSY) return EBUSY;
   if (const int rc = ibv_cmd_dereg_mr(vmr)) return rc;
   delete mr;
   return 0;
