@@ -144,6 +144,12 @@ struct uiw_mr {
 	u32 stag;
 };
 
+/* A memory window: an STag of its own, bound and checked by the provider's registry. */
+struct uiw_mw {
+	struct ib_mw ibmw;
+	u32 stag;
+};
+
 struct uiw_qp {
 	struct ib_qp ibqp;		/* first */
 	struct uiw_ucontext *uctx;

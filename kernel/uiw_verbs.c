@@ -55,6 +55,8 @@ static int uiw_query_device(struct ib_device *ibdev, struct ib_device_attr *attr
 	 * for RC; implicit ones (the whole address space) are not (uiw_reg_user_mr).
 	 */
 	attr->kernel_cap_flags = IBK_ALLOW_USER_UNREG | IBK_ON_DEMAND_PAGING;
+	/* Windows of type 1 and 2B (a type 2 window is bound to one QP's stream). */
+	attr->device_cap_flags = IB_DEVICE_MEM_WINDOW | IB_DEVICE_MEM_WINDOW_TYPE_2B;
 	attr->odp_caps.general_caps = IB_ODP_SUPPORT;
 	attr->odp_caps.per_transport_caps.rc_odp_caps =
 		IB_ODP_SUPPORT_SEND | IB_ODP_SUPPORT_RECV | IB_ODP_SUPPORT_WRITE |
@@ -428,8 +430,7 @@ static int uiw_check_mapped(u64 start, u64 len, bool write)
  * UIW_MAX_MR of the 2^24 indexes are in use (1/16), so a random try fails with
  * probability 1/16 at worst; after a few, take the first free index above a random one.
  */
-static int uiw_stag_index_alloc(struct uiw_dev *udev, struct uiw_mr *mr,
-				u32 *idx)
+static int uiw_stag_index_alloc(struct uiw_dev *udev, void *mr, u32 *idx)
 {
 	int i, rv;
 
@@ -507,6 +508,42 @@ static int uiw_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 
 	xa_erase(&udev->mr_xa, mr->stag >> 8);
 	kfree(mr);
+	atomic_dec(&udev->num_mr);
+	return 0;
+}
+
+/*
+ * Memory windows share the MRs' STag space and limit. The provider binds and checks them in
+ * its registry (bind and invalidation are work requests it runs), so the kernel only hands
+ * out a unique STag.
+ */
+static int uiw_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
+{
+	struct uiw_dev *udev = to_udev(ibmw->device);
+	struct uiw_mw *mw = container_of(ibmw, struct uiw_mw, ibmw);
+	u32 idx;
+	int rv;
+
+	if (!udata)
+		return -EOPNOTSUPP;
+	if (!uiw_limit_inc(&udev->num_mr, UIW_MAX_MR))
+		return -ENOMEM;
+	rv = uiw_stag_index_alloc(udev, mw, &idx);
+	if (rv < 0) {
+		atomic_dec(&udev->num_mr);
+		return rv;
+	}
+	mw->stag = idx << 8 | get_random_u8();
+	ibmw->rkey = mw->stag;
+	return 0;
+}
+
+static int uiw_dealloc_mw(struct ib_mw *ibmw)
+{
+	struct uiw_dev *udev = to_udev(ibmw->device);
+	struct uiw_mw *mw = container_of(ibmw, struct uiw_mw, ibmw);
+
+	xa_erase(&udev->mr_xa, mw->stag >> 8);
 	atomic_dec(&udev->num_mr);
 	return 0;
 }
@@ -894,11 +931,13 @@ const struct ib_device_ops uiw_device_ops = {
 	.driver_id = RDMA_DRIVER_UNKNOWN,
 	.uverbs_abi_ver = UIW_ABI_VERSION,
 
+	.alloc_mw = uiw_alloc_mw,
 	.alloc_pd = uiw_alloc_pd,
 	.alloc_ucontext = uiw_alloc_ucontext,
 	.create_cq = UIW_CREATE_CQ,
 	.create_qp = uiw_create_qp,
 	.create_srq = uiw_create_srq,
+	.dealloc_mw = uiw_dealloc_mw,
 	.dealloc_pd = uiw_dealloc_pd,
 	.dealloc_ucontext = uiw_dealloc_ucontext,
 	.dereg_mr = uiw_dereg_mr,
@@ -938,6 +977,7 @@ const struct ib_device_ops uiw_device_ops = {
 #endif
 
 	INIT_RDMA_OBJ_SIZE(ib_cq, uiw_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_mw, uiw_mw, ibmw),
 	INIT_RDMA_OBJ_SIZE(ib_pd, uiw_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, uiw_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_srq, uiw_srq, ibsrq),

@@ -57,6 +57,11 @@ struct Mr : verbs_mr {
   memory::Stag stag = 0;
 };
 
+// A memory window: its rkey is its STag in the context's registry, which binds and checks it.
+struct Mw : ibv_mw {
+  Mw() : ibv_mw{} {}
+};
+
 struct Qp;
 
 // An ibv_cq_ex, whose head is the ibv_cq every CQ verb sees (libibverbs' ibv_cq_ex_to_cq); the
@@ -176,6 +181,7 @@ inline std::shared_ptr<runtime::QueuePair> runtime_of(Qp* qp) {
 void cq_attach(Cq* cq, Qp* qp);  // may throw std::bad_alloc
 void cq_detach(Cq* cq, Qp* qp) noexcept;
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept;
+int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) noexcept;  // type 1 windows
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept;
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept;
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) noexcept;
@@ -189,7 +195,7 @@ inline constexpr uint64_t kQpExSendOps =
     IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_READ |
     IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
     IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
 void qp_ex_set_ops(Qp* qp) noexcept;
 
 // uiw_conn.cpp: driver methods and the connection side of a QP.

@@ -204,6 +204,36 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int acc
   return mr ? &mr->ibv_mr : nullptr;
 }
 
+// ibv_alloc_mw: an STag from uiw.ko, an unbound window in the registry under it (or under one
+// of the registry's own when its table slot is taken, as for an MR).
+ibv_mw* alloc_mw(ibv_pd* ibpd, ibv_mw_type type) noexcept {
+  if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) return errno = EINVAL, nullptr;
+  Pd* pd = to_pd(ibpd);
+  Context* ctx = to_ctx(pd->context);
+  const memory::MwType t = type == IBV_MW_TYPE_1 ? memory::MwType::Type1 : memory::MwType::Type2;
+  ib_uverbs_alloc_mw_resp resp{};
+  Mw* mw = create_object<Mw>(
+      [&](Mw* m) {
+        uiw_cmd<ib_uverbs_alloc_mw> cmd{};
+        return ibv_cmd_alloc_mw(pd, type, m, &cmd, sizeof(cmd), &resp, sizeof(resp));
+      },
+      [&](Mw* m) {
+        int rc = ctx->registry.register_window_with_stag(m->rkey, pd->pd_id, t);
+        if (rc == -EBUSY) m->rkey = ctx->registry.alloc_mw(pd->pd_id, t, &rc);
+        return -rc;
+      },
+      [](Mw* m) { ibv_cmd_dealloc_mw(m); });
+  return mw;
+}
+
+int dealloc_mw(ibv_mw* ibmw) noexcept {
+  // Unbound locally first: when that returns, nothing is placed through it any more.
+  to_ctx(ibmw->context)->registry.dealloc_mw(ibmw->rkey);
+  if (const int rc = ibv_cmd_dealloc_mw(ibmw)) return rc;
+  delete static_cast<Mw*>(ibmw);
+  return 0;
+}
+
 int dereg_mr(verbs_mr* vmr) noexcept {
   Mr* mr = to_mr(vmr);
   Context* ctx = to_ctx(mr->ibv_mr.context);
@@ -584,13 +614,16 @@ int destroy_qp(ibv_qp* ibqp) noexcept {
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 const verbs_context_ops kContextOps = {
     .advise_mr = advise_mr,
+    .alloc_mw = alloc_mw,
     .alloc_parent_domain = alloc_parent_domain,
     .alloc_pd = alloc_pd,
+    .bind_mw = bind_mw,
     .create_cq = create_cq,
     .create_cq_ex = create_cq_ex,
     .create_qp = create_qp,
     .create_qp_ex = create_qp_ex,
     .create_srq = create_srq,
+    .dealloc_mw = dealloc_mw,
     .dealloc_pd = dealloc_pd,
     .dereg_mr = dereg_mr,
     .destroy_cq = destroy_cq,

@@ -34,6 +34,8 @@ constexpr std::array<int, 16> kMapSendOpcode = [] {
   m[IBV_WR_SEND_WITH_IMM] = static_cast<int>(WrOpcode::SendImm);
   m[IBV_WR_ATOMIC_CMP_AND_SWP] = static_cast<int>(WrOpcode::AtomicCmpSwap);
   m[IBV_WR_ATOMIC_FETCH_AND_ADD] = static_cast<int>(WrOpcode::AtomicFetchAdd);
+  m[IBV_WR_BIND_MW] = static_cast<int>(WrOpcode::BindMw);
+  m[IBV_WR_LOCAL_INV] = static_cast<int>(WrOpcode::LocalInv);
   return m;
 }();
 
@@ -68,6 +70,19 @@ void copy_sges(const ibv_sge* in, int n, engine::Sge* out) {
   for (int i = 0; i < n; ++i) out[i] = {in[i].addr, in[i].length, in[i].lkey};
 }
 
+// The bind of window `mw` (its current STag) under `new_rkey` (the same index, its key byte
+// what the application chose, ibv_inc_rkey) as bind_info says. memory::Access has the
+// IBV_ACCESS_* bit values; a window carries remote rights only.
+void set_bind(uint32_t mw, uint32_t new_rkey, const ibv_mw_bind_info& bi, engine::SendWr* out) {
+  out->bind.mw = mw;
+  out->bind.mr = bi.mr ? bi.mr->lkey : 0;
+  out->bind.addr = bi.addr;
+  out->bind.length = bi.length;
+  out->bind.access = static_cast<uint32_t>(bi.mw_access_flags) &
+                     (memory::kRemoteRead | memory::kRemoteWrite | memory::kRemoteAtomic);
+  out->bind.key = static_cast<uint8_t>(new_rkey & 0xff);
+}
+
 // 0 or EINVAL (unsupported opcode, more SGEs than the QP was created with).
 int to_engine(const ibv_send_wr& wr, const Qp& qp, engine::SendWr* out) {
   const int op =
@@ -100,6 +115,12 @@ int to_engine(const ibv_send_wr& wr, const Qp& qp, engine::SendWr* out) {
   }
   if (out->opcode == WrOpcode::RdmaWriteImm || out->opcode == WrOpcode::SendImm)
     out->imm_data = wr.imm_data;  // network order, passed through as the application gave it
+  if (out->opcode == WrOpcode::LocalInv) out->invalidate_stag = wr.invalidate_rkey;
+  if (out->opcode == WrOpcode::BindMw) {
+    // IBV_WR_BIND_MW binds type 2 windows; a type 1 window is bound with ibv_bind_mw.
+    if (!wr.bind_mw.mw || wr.bind_mw.mw->type != IBV_MW_TYPE_2) return EINVAL;
+    set_bind(wr.bind_mw.mw->rkey, wr.bind_mw.rkey, wr.bind_mw.bind_info, out);
+  }
   return 0;
 }
 
@@ -147,6 +168,24 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
   // Transmit now, in the caller's thread (the lowest latency, and no doorbell to ring); what the
   // socket does not take, the progress thread sends when it becomes writable. Under Qp::mu, so
   // RESET cannot replace rt meanwhile.
+  qp->rt->drive(true);
+  return rc;
+}
+
+// ibv_bind_mw (type 1): a bind work request on the QP, in order with the others; the window's
+// rkey takes its next key now, as rdma-core's ibv_bind_mw expects of a provider.
+int bind_mw(ibv_qp* ibqp, ibv_mw* mw, ibv_mw_bind* b) noexcept {
+  if (!mw || !b || mw->type != IBV_MW_TYPE_1) return EINVAL;
+  Qp* qp = to_qp(ibqp);
+  const uint32_t new_rkey = ibv_inc_rkey(mw->rkey);
+  engine::SendWr ew;
+  ew.wr_id = b->wr_id;
+  ew.opcode = WrOpcode::BindMw;
+  ew.flags = map_send_flags(b->send_flags, qp->sig_all);
+  set_bind(mw->rkey, new_rkey, b->bind_info, &ew);
+  std::lock_guard lock(qp->mu);
+  const int rc = -qp->rt->post_send(ew);
+  if (!rc) mw->rkey = new_rkey;
   qp->rt->drive(true);
   return rc;
 }
@@ -466,11 +505,14 @@ void qpx_wr_atomic_fetch_add(ibv_qp_ex* x, uint32_t rkey, uint64_t remote_addr, 
 void qpx_wr_atomic_write(ibv_qp_ex* x, uint32_t, uint64_t, const void*) {
   qpx_refuse(x);
 }
-void qpx_wr_bind_mw(ibv_qp_ex* x, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
-  qpx_refuse(x);
+void qpx_wr_bind_mw(ibv_qp_ex* x, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* bi) {
+  if (!mw || !bi || mw->type != IBV_MW_TYPE_2) return batch_fail(to_qp(x), EINVAL);
+  batch_begin(x, WrOpcode::BindMw);
+  if (Qp::BatchWr* b = batch_last(x)) set_bind(mw->rkey, rkey, *bi, &b->wr);
 }
-void qpx_wr_local_inv(ibv_qp_ex* x, uint32_t) {
-  qpx_refuse(x);
+void qpx_wr_local_inv(ibv_qp_ex* x, uint32_t invalidate_rkey) {
+  batch_begin(x, WrOpcode::LocalInv);
+  if (Qp::BatchWr* b = batch_last(x)) b->wr.invalidate_stag = invalidate_rkey;
 }
 void qpx_wr_rdma_write_imm(ibv_qp_ex* x, uint32_t rkey, uint64_t remote_addr, __be32 imm_data) {
   batch_begin(x, WrOpcode::RdmaWriteImm);

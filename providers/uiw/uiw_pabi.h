@@ -273,6 +273,9 @@ int ibv_cmd_reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t hca_va, int a
                    verbs_mr* vmr, void* cmd, size_t cmd_size, ib_uverbs_reg_mr_resp* resp,
                    size_t resp_size);
 int ibv_cmd_dereg_mr(verbs_mr* vmr);
+int ibv_cmd_alloc_mw(ibv_pd* pd, ibv_mw_type type, ibv_mw* mw, void* cmd, size_t cmd_size,
+                     ib_uverbs_alloc_mw_resp* resp, size_t resp_size);
+int ibv_cmd_dealloc_mw(ibv_mw* mw);
 int ibv_cmd_create_cq(ibv_context* context, int cqe, ibv_comp_channel* channel, int comp_vector,
                       ibv_cq* cq, void* cmd, size_t cmd_size, ib_uverbs_create_cq_resp* resp,
                       size_t resp_size);
