@@ -63,7 +63,7 @@ enum uiw_caps {
 enum uiw_uctx_flags {
 	/*
 	 * The provider implements the RFC 7306 extensions: the kernel may offer them in the
-	 * connection setup of this context's QPs (UIW_MPA_RDMAP_EXT, uiw-setup.h).
+	 * connection setup of this context's QPs (UIW_MPA_RDMAP_EXT_*, uiw-setup.h).
 	 */
 	UIW_UCTX_F_RDMAP_EXT = 1 << 0,
 };
@@ -140,7 +140,7 @@ enum uiw_conn_flags {
 	UIW_CONN_F_MARKERS_TX = 1 << 5,	/* insert Markers: the peer's frame had M set */
 	UIW_CONN_F_MARKERS_RX = 1 << 6,	/* the peer inserts Markers: our frame had M set */
 	UIW_CONN_F_SCTP = 1 << 7,	/* DDP over SCTP (RFC 5043): no MPA framing */
-	UIW_CONN_F_RDMAP_EXT = 1 << 8,	/* both MPA frames offered RFC 7306: use it */
+	UIW_CONN_F_RDMAP_EXT = 1 << 8,	/* RFC 7306 offered and accepted in MPA setup: use it */
 };
 
 enum uiw_rtr_type {

@@ -42,13 +42,22 @@ static inline __u32 uiw_setup_be32(const __u8 *p)
 #define UIW_MPA_REJECT 0x2000
 #define UIW_MPA_ENHANCED 0x1000
 /*
- * uiw's own: the sender implements the RFC 7306 extensions (atomics, Immediate Data) and will
- * use them if the peer's frame says the same. RFC 7306 defines no negotiation (its §1.1 leaves
- * it to the ULP); this is 0x04 of octet 16, one of the Res bits RFC 5044 §7.1.1 has receivers
- * ignore (0x10 is RFC 6581's enhanced flag, 0x08 siw's GSO experiment), so a peer that does
- * not know it (siw, hardware) answers without it and never receives an extension opcode.
+ * uiw's own RFC 7306 agreement (RFC 7306 defines no negotiation; its §1.1 leaves it to the ULP),
+ * in two of the Res bits of octet 16 that RFC 5044 §7.1.1 has receivers ignore (0x10 is RFC
+ * 6581's enhanced flag, 0x08 siw's GSO experiment). The Initiator offers the extensions with
+ * OFFER in its Request; a Responder that implements them too accepts with ACCEPT in its Reply,
+ * and only then do both use them. Two bits, not one: siw builds its Reply from the Request's
+ * header and so echoes Res bits it does not know; an echoed OFFER is not an acceptance.
  */
-#define UIW_MPA_RDMAP_EXT 0x0400
+#define UIW_MPA_RDMAP_EXT_OFFER 0x0400
+#define UIW_MPA_RDMAP_EXT_ACCEPT 0x0200
+
+/* The RFC 7306 bit of a Request (request != 0) or of a Reply. */
+static inline __u16 uiw_mpa_rdmap_ext_bit(int request)
+{
+	return request ? UIW_MPA_RDMAP_EXT_OFFER : UIW_MPA_RDMAP_EXT_ACCEPT;
+}
+
 #define UIW_MPA_REV_MASK 0x00ff
 #define UIW_MPA_REV1 1			/* RFC 5044 */
 #define UIW_MPA_REV2 2			/* RFC 6581 */

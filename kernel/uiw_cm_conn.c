@@ -62,9 +62,9 @@ module_param(mpa_rdmap_ext, bool, 0644);
 MODULE_PARM_DESC(mpa_rdmap_ext, "Offer the RFC 7306 extensions (atomics, Immediate Data) in MPA setup for QPs whose provider implements them; used only with a peer that offers them too (default 1)");
 
 /*
- * Whether this side offers RFC 7306 for qp (UIW_MPA_RDMAP_EXT, uiw-setup.h): by policy, and
- * only for a provider that implements it (UIW_UCTX_F_RDMAP_EXT). Over SCTP no setup message
- * carries the offer, so it is never used there.
+ * Whether this side offers or accepts RFC 7306 for qp (UIW_MPA_RDMAP_EXT_*, uiw-setup.h): by
+ * policy, and only for a provider that implements it (UIW_UCTX_F_RDMAP_EXT). Over SCTP no
+ * setup message carries the offer, so it is never used there.
  */
 bool uiw_rdmap_ext_offer(const struct uiw_cep *cep, const struct uiw_qp *qp)
 {
@@ -78,12 +78,12 @@ bool uiw_mpa_crc_wanted(void)
 	return READ_ONCE(mpa_crc);
 }
 
-static u16 uiw_mpa_bits(const struct uiw_cep_params *p)
+static u16 uiw_mpa_bits(const struct uiw_cep_params *p, bool request)
 {
 	return p->rev | (p->crc ? UIW_MPA_CRC : 0) |
 	       (p->markers_rx ? UIW_MPA_MARKERS : 0) |
 	       (p->enhanced ? UIW_MPA_ENHANCED : 0) |
-	       (p->rdmap_ext ? UIW_MPA_RDMAP_EXT : 0);
+	       (p->rdmap_ext ? uiw_mpa_rdmap_ext_bit(request) : 0);
 }
 
 /* Passive side */
@@ -294,7 +294,7 @@ static void uiw_cm_proc_request(struct uiw_cep *cep)
 	/* RFC 5044 §7.1.1: CRCs are used if either side asks for them. */
 	p->crc = READ_ONCE(mpa_crc) || (rx->bits & UIW_MPA_CRC);
 	/* The initiator's RFC 7306 offer; ours is added once the QP is known (accept). */
-	p->rdmap_ext = rx->bits & UIW_MPA_RDMAP_EXT;
+	p->rdmap_ext = rx->bits & UIW_MPA_RDMAP_EXT_OFFER;
 	p->p2p = p->enhanced && cep->peer_v2.p2p;
 	/* RFC 5044 §7.1.1: M declares what its sender wants to receive, per direction. */
 	markers = READ_ONCE(mpa_markers);
@@ -361,7 +361,7 @@ void uiw_cm_send_request(struct uiw_cep *cep)
 	};
 
 	if (uiw_cep_sctp(cep) ? uiw_sctp_send_initiate(cep) :
-	    uiw_mpa_send(cep->sock, true, uiw_mpa_bits(p),
+	    uiw_mpa_send(cep->sock, true, uiw_mpa_bits(p, true),
 			 p->enhanced ? &v2 : NULL, cep->tx_pd, cep->tx_pd_len)) {
 		uiw_cep_active_fail(cep, -ECONNRESET);
 		return;
@@ -408,8 +408,8 @@ static void uiw_cm_proc_reply(struct uiw_cep *cep)
 	p->markers_tx = rx->bits & UIW_MPA_MARKERS;
 	if (p->markers_tx && (READ_ONCE(mpa_markers) & UIW_MARKERS_REFUSE))
 		goto proto;
-	/* RFC 7306 only if both frames offered it (a Responder answers an offer only). */
-	p->rdmap_ext = p->rdmap_ext && (rx->bits & UIW_MPA_RDMAP_EXT);
+	/* RFC 7306 only if the Responder accepted our offer (an echoed offer is not that). */
+	p->rdmap_ext = p->rdmap_ext && (rx->bits & UIW_MPA_RDMAP_EXT_ACCEPT);
 
 	p->rev = rev;
 	p->enhanced = enhanced;
@@ -655,7 +655,7 @@ int uiw_iw_accept(struct iw_cm_id *id, struct iw_cm_conn_param *param)
 		rv = uiw_sctp_send_accept(cep, &v2, param->private_data,
 					  param->private_data_len);
 	else
-		rv = uiw_mpa_send(cep->sock, false, uiw_mpa_bits(p),
+		rv = uiw_mpa_send(cep->sock, false, uiw_mpa_bits(p, false),
 				  p->enhanced ? &v2 : NULL, param->private_data,
 				  param->private_data_len);
 	if (rv)

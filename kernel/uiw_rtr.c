@@ -733,7 +733,7 @@ static int uiw_rtr_send_accept(struct uiw_cep *cep, const struct uiw_rtr_pd *rep
 	if (p->rtr == UIW_RTR_READ && !p->ird)
 		p->ird = 1;
 	p->markers_rx = false;
-	/* The initiator's RFC 7306 offer (the Request's bits), and ours. */
+	/* The Initiator's RFC 7306 offer (the Request's bits), accepted if we offer it too. */
 	p->rdmap_ext = p->rdmap_ext && uiw_rdmap_ext_offer(cep, cep->qp);
 	v2.ird = p->ird;
 	v2.ord = p->ord;
@@ -742,7 +742,7 @@ static int uiw_rtr_send_accept(struct uiw_cep *cep, const struct uiw_rtr_pd *rep
 	v2.read_rtr = p->rtr == UIW_RTR_READ;
 	return uiw_mpa_send(cep->sock, false,
 			    p->rev | (p->crc ? UIW_MPA_CRC : 0) | UIW_MPA_ENHANCED |
-			    (p->rdmap_ext ? UIW_MPA_RDMAP_EXT : 0),
+			    (p->rdmap_ext ? UIW_MPA_RDMAP_EXT_ACCEPT : 0),
 			    &v2, buf, sizeof(buf));
 }
 

@@ -72,7 +72,7 @@ static int uiw_query_device(struct ib_device *ibdev, struct ib_device_attr *attr
 	attr->max_qp_init_rd_atom = UIW_MAX_ORD;
 	attr->max_res_rd_atom = UIW_MAX_QP * UIW_MAX_IRD;
 	/*
-	 * RFC 7306 atomics, where both peers agreed to them (uiw-setup.h UIW_MPA_RDMAP_EXT): the
+	 * RFC 7306 atomics, where both peers agreed to them (uiw-setup.h UIW_MPA_RDMAP_EXT_*): the
 	 * providers update the target with one atomic instruction, atomic among all QPs.
 	 */
 	attr->atomic_cap = IB_ATOMIC_HCA;

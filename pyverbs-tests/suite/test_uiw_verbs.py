@@ -59,8 +59,9 @@ class DeviceTest(UiwBase):
         self.assertLessEqual(a.max_sge_rd, a.max_sge)
         self.assertEqual((a.max_qp_rd_atom, a.max_qp_init_rd_atom), (128, 128))
         self.assertEqual(a.phys_port_cnt, 1)
-        # iWARP has no atomics (RFC 5040 has no atomic operation; RFC 7306 is not claimed).
-        self.assertEqual(a.atomic_caps, e.IBV_ATOMIC_NONE)
+        # RFC 7306 atomics (between uiw peers), one atomic instruction on the target: atomic
+        # with respect to every QP of the host.
+        self.assertEqual(a.atomic_caps, e.IBV_ATOMIC_HCA)
 
     def test_port(self):
         p = self.ctx.query_port(1)

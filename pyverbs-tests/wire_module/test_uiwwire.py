@@ -200,12 +200,18 @@ class MpaFrameTest(unittest.TestCase):
                           back.v2.rtr_write, back.private_data), ("None", 2, 16, 8, True, True, b"x"))
 
     def test_rfc7306_offer(self):
-        # uiw's offer: 0x04 of octet 16 (a Res bit, RFC 5044 7.1.1), decoded back.
+        # uiw's offer: 0x04 of octet 16 (a Res bit, RFC 5044 7.1.1), decoded back; a Reply
+        # accepts with 0x02, and an echoed 0x04 in a Reply (siw's way) accepts nothing.
         f = w.MpaFrame("req", crc=True, revision=1, rdmap_ext=True)
         self.assertEqual(f.encode(), w.MPA_KEY_REQ + H("44" "01" "0000"))
         used, back, err = w.decode_mpa(f.encode(), "req")
         self.assertEqual((err, back.rdmap_ext, back.crc), ("None", True, True))
         self.assertFalse(w.decode_mpa(w.MpaFrame("rep").encode(), "rep")[1].rdmap_ext)
+        rep = w.MpaFrame("rep", crc=True, revision=1, rdmap_ext=True)
+        self.assertEqual(rep.encode(), w.MPA_KEY_REP + H("42" "01" "0000"))
+        self.assertTrue(w.decode_mpa(rep.encode(), "rep")[1].rdmap_ext)
+        echo = w.MPA_KEY_REP + H("44" "01" "0000")
+        self.assertFalse(w.decode_mpa(echo, "rep")[1].rdmap_ext)
 
     def test_decode_errors(self):
         good = w.MpaFrame("req").encode()

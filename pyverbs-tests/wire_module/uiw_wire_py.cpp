@@ -44,7 +44,7 @@ struct PyMpaFrame {
   uint8_t revision = kMpaRevision1;
   std::optional<MpaV2Params> v2;
   std::string private_data;
-  bool rdmap_ext = false;  // uiw's RFC 7306 offer (kMpaFlagRdmapExt)
+  bool rdmap_ext = false;  // uiw's RFC 7306 offer (Request) or acceptance (Reply)
 };
 
 MpaFrameKind parse_kind(const std::string& k) {

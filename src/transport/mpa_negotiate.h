@@ -31,7 +31,7 @@ struct MpaConfig {
   RtrType rtr = RtrType::Write;       // initiator: RTR message offered; responder: preferred pick;
                                       // None = no peer-to-peer mode (rev 2)
   std::vector<uint8_t> private_data;  // ULP private data (<= 512 - 4 for rev 2, 512 for rev 1)
-  bool rdmap_ext = true;              // we offer RFC 7306 (UIW_MPA_RDMAP_EXT)
+  bool rdmap_ext = true;              // we offer or accept RFC 7306 (UIW_MPA_RDMAP_EXT_*)
   int timeout_ms = 5000;              // whole exchange; < 0 = no timeout
 };
 
@@ -61,8 +61,9 @@ struct MpaResult {
 //      side's ORD = min(own ORD, peer IRD), and its IRD is raised to the peer's ORD (relaxed
 //      rule; the peer ORD over 0x3FFF fails with -EPROTO). The Responder replies with its
 //      settled values, so A's ORD <= B's IRD in both directions.
-//  * RFC 7306: used if both frames carry UIW_MPA_RDMAP_EXT (the Responder sets it only when
-//    the Request had it and it offers the extensions too).
+//  * RFC 7306: used if the Request offers it and the Reply accepts (UIW_MPA_RDMAP_EXT_OFFER,
+//    _ACCEPT: distinct bits, so that a Reply echoing the Request's Res bits accepts nothing);
+//    the Responder accepts when the Request offered it and cfg.rdmap_ext.
 //  * RTR (RFC 6581 §4): the initiator offers cfg.rtr (p2p bit + that one type); the Responder
 //    picks its cfg.rtr if offered, else the one offered; a Responder with rtr None, or a rev 1
 //    exchange, gives RtrType::None (no RTR).

@@ -18,6 +18,10 @@ const std::array<uint8_t, kMpaKeySize>& key_for(MpaFrameKind k) {
   return k == MpaFrameKind::Request ? kMpaKeyRequest : kMpaKeyReply;
 }
 
+uint8_t rdmap_ext_flag(MpaFrameKind k) {
+  return k == MpaFrameKind::Request ? kMpaFlagRdmapExtOffer : kMpaFlagRdmapExtAccept;
+}
+
 }  // namespace
 
 void encode_mpa_v2_params(uint8_t* out4, const MpaV2Params& p) {
@@ -65,7 +69,7 @@ size_t encode_mpa_frame(std::span<uint8_t> out, const MpaFrame& f) {
   // R is the Responder's reject bit; a Request sends it as 0.
   if (f.reject && f.kind == MpaFrameKind::Reply) flags |= kMpaFlagReject;
   if (f.v2) flags |= kMpaFlagEnhanced;
-  if (f.rdmap_ext) flags |= kMpaFlagRdmapExt;
+  if (f.rdmap_ext) flags |= rdmap_ext_flag(f.kind);
   p[kFlagsOffset] = flags;
   p[kRevOffset] = f.revision;
   store_be16(p + kPdLengthOffset, static_cast<uint16_t>(pd_len));
@@ -81,7 +85,9 @@ size_t encode_mpa_frame(std::span<uint8_t> out, const MpaFrame& f) {
   return off;
 }
 
-static_assert(kMpaFlagRdmapExt << 8 == UIW_MPA_RDMAP_EXT, "one bit, uiw.ko's and the host's");
+static_assert(kMpaFlagRdmapExtOffer << 8 == UIW_MPA_RDMAP_EXT_OFFER &&
+                  kMpaFlagRdmapExtAccept << 8 == UIW_MPA_RDMAP_EXT_ACCEPT,
+              "the same bits as uiw.ko's");
 
 // ---------------------------------------------------------------------------------------------
 // MpaFrameDecoder
@@ -124,7 +130,7 @@ bool MpaFrameDecoder::parse_header() {
   frame_.crc = (flags & kMpaFlagCrc) != 0;
   // R is meaningful in a Reply only ("Request: 0, not checked").
   frame_.reject = expected_ == MpaFrameKind::Reply && (flags & kMpaFlagReject) != 0;
-  frame_.rdmap_ext = (flags & kMpaFlagRdmapExt) != 0;
+  frame_.rdmap_ext = (flags & rdmap_ext_flag(expected_)) != 0;
   frame_.revision = static_cast<uint8_t>(bits & UIW_MPA_REV_MASK);
   need_ = kMpaFrameHeaderSize + pd_len;
   return true;

@@ -47,7 +47,10 @@ inline constexpr uint8_t kMpaFlagMarkers = 0x80;   // M
 inline constexpr uint8_t kMpaFlagCrc = 0x40;       // C
 inline constexpr uint8_t kMpaFlagReject = 0x20;    // R
 inline constexpr uint8_t kMpaFlagEnhanced = 0x10;  // RFC 6581 as used by siw (see above)
-inline constexpr uint8_t kMpaFlagRdmapExt = 0x04;  // uiw: RFC 7306 (UIW_MPA_RDMAP_EXT)
+// uiw's RFC 7306 agreement (uiw-setup.h): offered in a Request, accepted in a Reply. Distinct
+// bits, because siw echoes a Request's unknown Res bits in its Reply.
+inline constexpr uint8_t kMpaFlagRdmapExtOffer = 0x04;
+inline constexpr uint8_t kMpaFlagRdmapExtAccept = 0x02;
 
 inline constexpr uint8_t kMpaRevision1 = 1;  // RFC 5044
 inline constexpr uint8_t kMpaRevision2 = 2;  // RFC 6581
@@ -77,7 +80,7 @@ struct MpaFrame {
   bool crc = true;       // C
   bool reject = false;   // R (Reply only; sent 0 in a Request)
   uint8_t revision = kMpaRevision1;
-  bool rdmap_ext = false;         // the sender uses RFC 7306 if the peer does (UIW_MPA_RDMAP_EXT)
+  bool rdmap_ext = false;         // RFC 7306: a Request offers it, a Reply accepts the offer
   std::optional<MpaV2Params> v2;  // present => Rev 2 with the enhanced flag and the IRD/ORD word
   std::span<const uint8_t> private_data;  // ULP data, without the v2 word
 };

@@ -2,8 +2,9 @@
 # needs: uiw siw
 # timeout: 300
 # RFC 7306 on a connection to siw, which does not implement it (atomic_cap 0): uiw offers it in
-# its MPA frame (UIW_MPA_RDMAP_EXT), siw's frame lacks the offer, so the connection does not use
-# it. uiw_cm_check ext-refused on the uiw side (client to a siw server, then server to a siw
+# its MPA Request (UIW_MPA_RDMAP_EXT_OFFER), siw neither offers nor accepts it (its Reply echoes
+# the Request's flags, offer included, but never carries UIW_MPA_RDMAP_EXT_ACCEPT), so the
+# connection does not use it. uiw_cm_check ext-refused on the uiw side (client to a siw server, then server to a siw
 # client): FetchAdd, CmpSwap, Write and Send with Immediate are each refused by ibv_post_send
 # with EOPNOTSUPP, then one more verified Send each way works and the connection closes
 # gracefully. The capture shows no RFC 7306 opcode and no Terminate, and siw logs none.

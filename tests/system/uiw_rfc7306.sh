@@ -2,7 +2,8 @@
 # needs: uiw
 # timeout: 600
 # providers/uiw/tests/uiw_rfc7306_check.c over connect-on-RTR (uiw0 with uiw1, then both on
-# uiw0): both uiw.ko ends offer RFC 7306 in the MPA exchange (UIW_MPA_RDMAP_EXT) and use it.
+# uiw0): the MPA Request offers RFC 7306 and the Reply accepts (UIW_MPA_RDMAP_EXT_*), and both
+# use it.
 # atomic_cap; FetchAdd and CmpSwap with ibv_post_send and the ibv_wr_* API, original values and
 # target checked; Write and Send with Immediate (one receive each, IBV_WC_WITH_IMM, the value);
 # a misaligned target, a region without remote atomic access and a deregistered one refused

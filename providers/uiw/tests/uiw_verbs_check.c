@@ -71,7 +71,7 @@ static void check_queries(struct ibv_context *ctx)
 	CHECK(da.max_qp > 0 && da.max_cqe > 0 && da.max_mr > 0, "device limits");
 	CHECK(da.max_sge == 16 && da.max_sge_rd == 16, "max_sge %d max_sge_rd %d", da.max_sge,
 	      da.max_sge_rd);
-	CHECK(da.atomic_cap == IBV_ATOMIC_NONE, "atomic_cap %d", da.atomic_cap);
+	CHECK(da.atomic_cap == IBV_ATOMIC_HCA, "atomic_cap %d", da.atomic_cap);
 	CHECK(da.max_qp_rd_atom == 128 && da.max_qp_init_rd_atom == 128, "ird/ord %d/%d",
 	      da.max_qp_rd_atom, da.max_qp_init_rd_atom);
 	CHECK(da.fw_ver[0] != 0, "empty fw_ver");

@@ -150,8 +150,8 @@ TEST(MpaNegotiateTest, CrcOnIfEitherSideAsks) {
   }
 }
 
-// RFC 7306 is used only when both frames carry uiw's bit (UIW_MPA_RDMAP_EXT); a Responder that
-// does not offer it leaves it out of its Reply.
+// RFC 7306 is used only when the Request offers it (UIW_MPA_RDMAP_EXT_OFFER) and the Reply
+// accepts (UIW_MPA_RDMAP_EXT_ACCEPT); a Responder that does not offer it does not accept.
 TEST(MpaNegotiateTest, Rfc7306OnlyWhenBothOffer) {
   for (int mask = 0; mask < 4; ++mask) {
     MpaConfig ic, rc;
@@ -320,6 +320,26 @@ TEST(MpaNegotiateTest, RequestIsByteExactAndFpduAfterReplyStaysUnread) {
   EXPECT_TRUE(r.peer_private_data.empty());
   // mpa_initiate stopped exactly at the frame boundary (RFC 5044 §7.1.2 rule 7).
   EXPECT_EQ(pending(cf.fd), (Bytes{0x00, 0x02, 0xab, 0xcd}));
+}
+
+// siw answers with the Request's own header (key and C/M rewritten, unknown Res bits kept), so
+// its Reply echoes the RFC 7306 offer: that echo must not count as an acceptance.
+TEST(MpaNegotiateTest, AnEchoedRfc7306OfferIsNotAnAcceptance) {
+  auto [c, s] = loopback_pair();
+  Fd cf(c), sf(s);
+  std::thread echoing_responder([&] {
+    Bytes request = recv_n(sf.fd, 24);  // header + IRD/ORD word, no private data
+    ASSERT_EQ(request.size(), 24u);
+    ASSERT_EQ(request[16] & 0x04, 0x04);  // the offer
+    const std::string reply_key = "MPA ID Rep Frame";
+    std::copy(reply_key.begin(), reply_key.end(), request.begin());
+    ASSERT_EQ(send(sf.fd, request.data(), request.size(), 0), 24);
+  });
+  MpaConfig ic;
+  MpaResult r;
+  ASSERT_EQ(mpa_initiate(cf.fd, ic, &r), 0);
+  echoing_responder.join();
+  EXPECT_FALSE(r.rdmap_ext);
 }
 
 TEST(MpaNegotiateTest, ResponderLeavesFirstFpduInSocket) {

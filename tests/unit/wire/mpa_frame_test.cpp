@@ -78,18 +78,40 @@ TEST(MpaFrameTest, EncodeFlagsMarkersAndReject) {
   EXPECT_EQ(w[16], 0x80);
 }
 
-// uiw's RFC 7306 offer: 0x04 of octet 16, a Res bit (RFC 5044 §7.1.1), both ways.
-TEST(MpaFrameTest, Rfc7306OfferIsOneResBit) {
+// uiw's RFC 7306 agreement, in Res bits of octet 16 (RFC 5044 §7.1.1): 0x04 offers it in a
+// Request, 0x02 accepts in a Reply; each kind reads only its own bit, so a Reply that echoes the
+// Request's 0x04 (as siw's does) accepts nothing.
+TEST(MpaFrameTest, Rfc7306OfferAndAcceptanceAreDistinctResBits) {
   MpaFrame f;
   f.rdmap_ext = true;
   auto w = encode(f);
-  EXPECT_EQ(w[16], 0x44);  // C | 0x04
+  EXPECT_EQ(w[16], 0x44);  // C | offer
   MpaFrameDecoder dec(MpaFrameKind::Request);
   EXPECT_EQ(dec.consume(w), w.size());
   ASSERT_TRUE(dec.done());
   EXPECT_TRUE(dec.frame().rdmap_ext);
   EXPECT_TRUE(dec.frame().crc);
   EXPECT_FALSE(dec.frame().markers);
+
+  f.kind = MpaFrameKind::Reply;
+  w = encode(f);
+  EXPECT_EQ(w[16], 0x42);  // C | accept
+  MpaFrameDecoder rep(MpaFrameKind::Reply);
+  EXPECT_EQ(rep.consume(w), w.size());
+  ASSERT_TRUE(rep.done());
+  EXPECT_TRUE(rep.frame().rdmap_ext);
+
+  w[16] = 0x44;  // the Request's bits echoed
+  MpaFrameDecoder echo(MpaFrameKind::Reply);
+  EXPECT_EQ(echo.consume(w), w.size());
+  ASSERT_TRUE(echo.done());
+  EXPECT_FALSE(echo.frame().rdmap_ext);
+  w[16] = 0x42;  // an acceptance bit in a Request means nothing
+  w[9] = 'q';    // "MPA ID Req Frame"
+  MpaFrameDecoder req(MpaFrameKind::Request);
+  EXPECT_EQ(req.consume(w), w.size());
+  ASSERT_TRUE(req.done());
+  EXPECT_FALSE(req.frame().rdmap_ext);
 }
 
 TEST(MpaFrameTest, V2ParamBitAssignment) {
