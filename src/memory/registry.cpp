@@ -15,6 +15,13 @@ namespace {
 
 constexpr uint32_t kFlagValid = 1;
 constexpr uint32_t kFlagRemoteInvalidate = 2;
+// The slot's pin epoch (its counter pins[epoch]): reregister() flips it with the new values and
+// waits for the old epoch's Pins only, so new placements never wait for it, nor it for them.
+constexpr uint32_t kFlagEpoch = 4;
+
+uint32_t epoch_of(uint32_t flags) {
+  return (flags & kFlagEpoch) ? 1 : 0;
+}
 constexpr uint32_t kMaxSlots = 1u << 24;  // the STag index is 24 bits (RFC 5040 §4.4 figure)
 
 uint32_t round_up_pow2(uint32_t v) {
@@ -71,7 +78,7 @@ struct alignas(64) Registry::Slot {
   std::atomic<uint8_t*> host{nullptr};
   std::atomic<uint64_t> iova{0};
   std::atomic<uint64_t> length{0};
-  std::atomic<uint32_t> pins{0};  // live Pins (see Registry::pin)
+  std::atomic<uint32_t> pins[2]{};  // live Pins per epoch (see Registry::pin)
   uint8_t last_key = 0;           // guarded by mu_: a re-registration never reuses it
   // Guarded by mu_ (check() never needs them: an unbound window is simply not valid).
   bool window = false;
@@ -79,6 +86,7 @@ struct alignas(64) Registry::Slot {
   bool bound = false;    // window: bound to the region in slot `parent`
   uint32_t parent = 0;   // window: slot number of that region
   uint32_t windows = 0;  // region: windows bound to it
+  bool changing = false;  // region: a reregister() waits for its old Pins
 };
 
 struct Registry::Snapshot {
@@ -266,7 +274,7 @@ int Registry::deregister(Stag stag) {
     s = find_locked(stag);
     if (!s) return -ENOENT;
     if (s->window) return -EINVAL;
-    if (s->windows != 0) return -EBUSY;  // verbs: windows bound to it keep a region
+    if (s->windows != 0 || s->changing) return -EBUSY;  // verbs: windows keep a region
     pd = s->pd.load(std::memory_order_relaxed);
     // The slot is now "dying": unknown to check() and to every writer, not yet free.
     write_slot(*s, [](Slot& w) {
@@ -274,14 +282,60 @@ int Registry::deregister(Stag stag) {
       w.flags.store(0, std::memory_order_relaxed);
     });
   }
-  // Pairs with the fence in pin(): either the pinning reader saw stag 0, or we see its pin.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  while (s->pins.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  wait_unpinned(*s, 3);
   std::lock_guard<std::mutex> g(mu_);
   free_slots_.push_back(static_cast<uint32_t>(s - slots_.get()));
   auto pit = pd_refs_.find(pd);
   if (pit != pd_refs_.end() && pit->second > 0) --pit->second;
   live_.fetch_sub(1, std::memory_order_relaxed);
+  return 0;
+}
+
+void Registry::wait_unpinned(const Slot& s, uint32_t epochs) {
+  // Pairs with the fence in pin() (Dekker): either the pinning reader saw the slot as written
+  // before this, or we see its pin.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (uint32_t e = 0; e < 2; ++e)
+    if (epochs & (1u << e))
+      while (s.pins[e].load(std::memory_order_acquire) != 0) std::this_thread::yield();
+}
+
+int Registry::reregister(Stag stag, const RegionUpdate& u) {
+  Slot* s;
+  uint32_t old_epoch;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    s = find_locked(stag);
+    if (!s) return -ENOENT;
+    if (s->window) return -EINVAL;
+    if (s->windows != 0 || s->changing) return -EBUSY;
+    const uint32_t old_pd = s->pd.load(std::memory_order_relaxed);
+    const uint32_t pd = u.pd.value_or(old_pd);
+    const RegionUpdate::Translation t = u.translation.value_or(RegionUpdate::Translation{
+        s->host.load(std::memory_order_relaxed), s->length.load(std::memory_order_relaxed),
+        s->iova.load(std::memory_order_relaxed)});
+    const uint32_t access = u.access.value_or(s->access.load(std::memory_order_relaxed));
+    if (int rc = check_region_args(t.addr, t.length, t.iova, access)) return rc;
+    if (pd_refs_.find(pd) == pd_refs_.end()) return -EINVAL;
+    const uint32_t flags = s->flags.load(std::memory_order_relaxed);
+    old_epoch = epoch_of(flags);
+    write_slot(*s, [&](Slot& w) {
+      w.pd.store(pd, std::memory_order_relaxed);
+      w.access.store(access, std::memory_order_relaxed);
+      w.host.store(static_cast<uint8_t*>(t.addr), std::memory_order_relaxed);
+      w.iova.store(t.iova, std::memory_order_relaxed);
+      w.length.store(t.length, std::memory_order_relaxed);
+      w.flags.store(flags ^ kFlagEpoch, std::memory_order_relaxed);
+    });
+    if (pd != old_pd) {
+      ++pd_refs_[pd];
+      --pd_refs_[old_pd];
+    }
+    s->changing = true;
+  }
+  wait_unpinned(*s, 1u << old_epoch);
+  std::lock_guard<std::mutex> g(mu_);
+  s->changing = false;
   return 0;
 }
 
@@ -332,17 +386,24 @@ Registry::Pin Registry::pin(Stag stag, uint32_t pd, uint32_t stream, uint32_t re
   Pin p;
   if (stag == 0 || nslots_ == 0) return p;
   Slot& s = slots_[stag_index(stag) & slot_mask_];
-  s.pins.fetch_add(1, std::memory_order_relaxed);
-  // Pairs with the fence in deregister() (Dekker): the pin is visible before we read the slot.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   Snapshot r;
-  read_slot(s, &r);
-  p.m_ = evaluate(r, stag, pd, stream, required_access, to, len);
-  if (p.ok())
-    p.pins_ = &s.pins;
-  else
-    s.pins.fetch_sub(1, std::memory_order_release);
-  return p;
+  for (;;) {
+    const uint32_t e = epoch_of(s.flags.load(std::memory_order_relaxed));
+    s.pins[e].fetch_add(1, std::memory_order_relaxed);
+    // Pairs with the fence in wait_unpinned() (Dekker): the pin is visible before we read.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    read_slot(s, &r);
+    if (epoch_of(r.flags) == e) {
+      p.m_ = evaluate(r, stag, pd, stream, required_access, to, len);
+      if (p.ok())
+        p.pins_ = &s.pins[e];
+      else
+        s.pins[e].fetch_sub(1, std::memory_order_release);
+      return p;
+    }
+    // A reregister() flipped the epoch in between: pin under the new one.
+    s.pins[e].fetch_sub(1, std::memory_order_release);
+  }
 }
 
 void Registry::Pin::release() {
@@ -418,8 +479,7 @@ void Registry::unbind_window(std::unique_lock<std::mutex>& lock, Slot& w) {
   const uint32_t parent = w.parent;
   lock.unlock();
   // As in deregister(): a Pin taken before the flag went is waited for; one after sees it.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  while (w.pins.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  wait_unpinned(w, 3);
   lock.lock();
   --slots_[parent].windows;
 }
@@ -498,15 +558,25 @@ int Registry::bind_mw(Stag mw, uint8_t key, Stag mr, uint64_t addr, uint64_t len
   return 0;
 }
 
+// The window whose STag has mw's index, whatever its key: a type 2 bind gives the window a new
+// key (the WR's rkey) that the ibv_mw, and so dealloc_mw()'s caller, never learns.
+Registry::Slot* Registry::find_window_locked(Stag mw) const {
+  if (mw == 0 || nslots_ == 0) return nullptr;
+  Slot& s = slots_[stag_index(mw) & slot_mask_];
+  const Stag cur = s.stag.load(std::memory_order_relaxed);
+  return s.window && cur != 0 && stag_index(cur) == stag_index(mw) ? &s : nullptr;
+}
+
 int Registry::dealloc_mw(Stag mw) {
   std::unique_lock<std::mutex> lock(mu_);
-  Slot* w = find_locked(mw);
-  if (!w || !w->window) return -ENOENT;
+  Slot* w = find_window_locked(mw);
+  if (!w) return -ENOENT;
   if (w->bound) unbind_window(lock, *w);
-  if (find_locked(mw) != w || !w->window || w->bound) return -ENOENT;  // raced another call
+  if (find_window_locked(mw) != w || w->bound) return -ENOENT;  // raced another call
   w->window = false;  // deregister() refuses windows; from here it frees a plain slot
+  const Stag cur = w->stag.load(std::memory_order_relaxed);
   lock.unlock();
-  return deregister(mw);
+  return deregister(cur);
 }
 
 int Registry::revalidate(Stag stag) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -76,6 +77,18 @@ struct RegionInfo {
   uint64_t length;
 };
 
+// What a re-registration (ibv_rereg_mr) changes; an empty member keeps the region's value.
+struct RegionUpdate {
+  struct Translation {
+    void* addr;
+    uint64_t length;
+    uint64_t iova;
+  };
+  std::optional<uint32_t> pd = std::nullopt;
+  std::optional<Translation> translation = std::nullopt;
+  std::optional<uint32_t> access = std::nullopt;
+};
+
 class Registry {
  public:
   // max_regions is rounded up to a power of two (at most 1 << 24). The slot table is allocated
@@ -104,6 +117,13 @@ class Registry {
   // (dealloc_mw). When it returns, no Pin on this region is alive (see Pin): the buffer may be
   // freed (RFC 5041 §8.3.1(6): after revocation the RNIC can no longer modify the buffer).
   int deregister(Stag);
+  // ibv_rereg_mr in place: the STag, its stream association and validity stay. The new values
+  // are checked as register_region's (-EINVAL, also for an unknown PD or a window's STag);
+  // -ENOENT unknown, -EBUSY while memory windows are bound to the region or while another
+  // reregister() or deregister() of it runs. An access from then on sees the new values; when it
+  // returns, every Pin taken under the old ones is gone (the old buffer may be freed), so a
+  // placement concurrent with it lands in the old translation or in the new, never fails for it.
+  int reregister(Stag, const RegionUpdate&);
 
   // Memory windows. A window is an STag of its own over part of a registered region (RFC 5040
   // §2.1), with its own remote rights; until bound (and once invalidated) check() refuses it
@@ -120,7 +140,8 @@ class Registry {
   // Rebinding or unbinding waits for the window's live Pins, as deregister() does.
   int bind_mw(Stag mw, uint8_t key, Stag mr, uint64_t addr, uint64_t length, uint32_t access,
               uint32_t stream, Stag* out);
-  // Unbinds (waiting for Pins) and frees the window. 0, -ENOENT.
+  // Unbinds (waiting for Pins) and frees the window with mw's index, under any key (the STag
+  // alloc_mw gave, or the one of its latest bind). 0, -ENOENT.
   int dealloc_mw(Stag mw);
   // New key, same index, all other state kept (for rereg / fast-register / bind). The old STag
   // fails check() from now on. 0, -ENOENT.
@@ -180,7 +201,7 @@ class Registry {
    private:
     friend class Registry;
     Mapping m_{AccessResult::InvalidStag, nullptr};
-    std::atomic<uint32_t>* pins_ = nullptr;  // Unowned: the slot's pin counter.
+    std::atomic<uint32_t>* pins_ = nullptr;  // Unowned: the slot's pin counter of its epoch.
   };
   Pin pin(Stag, uint32_t pd, uint32_t stream, uint32_t required_access, uint64_t to,
           uint64_t len) const;
@@ -190,6 +211,7 @@ class Registry {
   struct Snapshot;
   void read_slot(const Slot& s, Snapshot* out) const;  // seqlock read, lock-free
   Slot* find_locked(Stag) const;                       // requires mu_
+  Slot* find_window_locked(Stag) const;                // requires mu_
   template <typename F>
   void write_slot(Slot& s, F&& f);  // requires mu_
   Mapping evaluate(const Snapshot&, Stag, uint32_t pd, uint32_t stream, uint32_t required_access,
@@ -205,6 +227,8 @@ class Registry {
   // Window `w` (locked, bound) becomes invalid: returns with mu_ held again after its Pins are
   // gone, the region it was bound to released.
   void unbind_window(std::unique_lock<std::mutex>& lock, Slot& w);
+  // Waits (without mu_) until no Pin of `s` taken under `epochs` (bit e: epoch e) is alive.
+  static void wait_unpinned(const Slot& s, uint32_t epochs);
 
   uint32_t nslots_ = 0;
   uint32_t slot_mask_ = 0;

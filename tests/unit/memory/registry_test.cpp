@@ -349,6 +349,130 @@ TEST_F(RegistryTest, PinHoldsOffDeregister) {
   EXPECT_EQ(reg_.region_count(), 0u);
 }
 
+// ibv_rereg_mr: each of PD, translation and access changes alone, the STag stays.
+TEST_F(RegistryTest, ReregisterChangesWhatItNamesAndKeepsTheStag) {
+  std::array<uint8_t, 2 * kLen> other{};
+  ASSERT_EQ(reg_.bind_stream(stag_, 7), 0);
+  ASSERT_EQ(reg_.reregister(stag_, {.translation = {{other.data(), 2 * kLen, 0x5000}}}), 0);
+  EXPECT_EQ(reg_.check(stag_, pd_, 7, kRemoteWrite, 0x5000 + kLen, 8).host, other.data() + kLen);
+  EXPECT_EQ(chk(kIova, 1).result, AccessResult::BaseBounds);  // the old translation is gone
+  EXPECT_EQ(reg_.check(stag_, pd_, 8, kRemoteWrite, 0x5000, 1).result,
+            AccessResult::StreamMismatch);  // the stream association stays
+
+  ASSERT_EQ(reg_.reregister(stag_, {.access = kLocalWrite | kRemoteRead}), 0);
+  EXPECT_EQ(reg_.check(stag_, pd_, 7, kRemoteWrite, 0x5000, 1).result,
+            AccessResult::AccessDenied);
+  EXPECT_EQ(reg_.check(stag_, pd_, 7, kRemoteRead, 0x5000, 1).host, other.data());
+
+  const uint32_t pd2 = reg_.alloc_pd();
+  ASSERT_EQ(reg_.reregister(stag_, {.pd = pd2}), 0);
+  EXPECT_EQ(reg_.check(stag_, pd_, 7, kRemoteRead, 0x5000, 1).result, AccessResult::PdMismatch);
+  EXPECT_EQ(reg_.check(stag_, pd2, 7, kRemoteRead, 0x5000, 1).result, AccessResult::Ok);
+  EXPECT_EQ(reg_.dealloc_pd(pd_), 0);  // the region moved to pd2
+  EXPECT_EQ(reg_.dealloc_pd(pd2), -EBUSY);
+
+  RegionInfo info{};
+  ASSERT_EQ(reg_.query(stag_, &info), 0);
+  EXPECT_EQ(info.length, 2 * kLen);
+  EXPECT_EQ(reg_.region_count(), 1u);
+}
+
+TEST_F(RegistryTest, ReregisterRefusesWhatRegistrationRefuses) {
+  EXPECT_EQ(reg_.reregister(stag_ ^ 1, {.access = kRemoteRead}), -ENOENT);
+  EXPECT_EQ(reg_.reregister(stag_, {.pd = pd_ + 100}), -EINVAL);
+  EXPECT_EQ(reg_.reregister(stag_, {.access = kRemoteWrite}), -EINVAL);  // without local write
+  EXPECT_EQ(reg_.reregister(stag_, {.translation = {{nullptr, 8, 0}}}), -EINVAL);
+  EXPECT_EQ(reg_.reregister(stag_, {.translation = {{buf_.data(), 16, UINT64_MAX - 8}}}), -EINVAL);
+  EXPECT_EQ(chk(kIova, kLen).host, buf_.data());  // unchanged by the refusals
+}
+
+// A placement in progress under the old translation (a Pin) holds reregister() until it ends,
+// so the old buffer may be freed once it returns; placements after the change use the new one
+// at once, even while that wait lasts, and never fail for it.
+TEST_F(RegistryTest, ReregisterWaitsForOldPinsOnlyAndNeverInvalidates) {
+  std::array<uint8_t, kLen> other{};
+  Registry::Pin old = reg_.pin(stag_, pd_, 7, kRemoteWrite, kIova, 8);
+  ASSERT_TRUE(old.ok());
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    EXPECT_EQ(reg_.reregister(stag_, {.translation = {{other.data(), kLen, kIova}}}), 0);
+    done = true;
+  });
+  while (chk(kIova, 1).host != other.data()) std::this_thread::yield();
+  // Changed, still waiting: new Pins map the new buffer and do not hold it up.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(done.load()) << "reregister returned under a live Pin of the old translation";
+  Registry::Pin fresh = reg_.pin(stag_, pd_, 7, kRemoteWrite, kIova, 8);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh.mapping().host, other.data());
+  EXPECT_EQ(reg_.reregister(stag_, {.access = kLocalWrite}), -EBUSY);  // one at a time
+  EXPECT_EQ(reg_.deregister(stag_), -EBUSY);
+  old.release();
+  t.join();
+  EXPECT_TRUE(done.load());
+  // The next change waits for `fresh`, taken under the epoch that is now the old one.
+  done = false;
+  std::thread t2([&] {
+    EXPECT_EQ(reg_.reregister(stag_, {.translation = {{buf_.data(), kLen, kIova}}}), 0);
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(done.load());
+  fresh.release();
+  t2.join();
+  EXPECT_EQ(chk(kIova, 1).host, buf_.data());
+}
+
+// Placements racing re-registrations back and forth between two buffers: every Pin maps one of
+// the two whole, and a buffer is never in use by a Pin once reregister() moved away from it
+// (checked with a per-buffer count of live Pins, read when reregister() returns).
+TEST(RegistryConcurrency, PinsRacingReregisterSeeOneTranslationWhole) {
+  Registry reg;
+  const uint32_t pd = reg.alloc_pd();
+  std::array<std::array<uint8_t, 256>, 2> bufs{};
+  int err = 0;
+  const Stag stag = reg.register_region(pd, bufs[0].data(), 256, 0x1000,
+                                        kLocalWrite | kRemoteWrite, &err);
+  ASSERT_EQ(err, 0);
+  std::array<std::atomic<int>, 2> live{};
+  std::atomic<bool> stop{false};
+  std::atomic<long> bad{0}, pins{0};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 2; ++i)
+    readers.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        Registry::Pin p = reg.pin(stag, pd, 0, kRemoteWrite, 0x1000, 256);
+        if (!p.ok()) {
+          ++bad;
+          continue;
+        }
+        const int which = p.mapping().host == bufs[0].data()   ? 0
+                          : p.mapping().host == bufs[1].data() ? 1
+                                                               : -1;
+        if (which < 0) {
+          ++bad;
+          continue;
+        }
+        ++live[which];
+        ++pins;
+        --live[which];
+      }
+    });
+  // Until both sides did enough: the readers may start after many rounds.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int round = 1; (round <= 2000 || pins.load() < 20000) &&
+                      std::chrono::steady_clock::now() < deadline;
+       ++round) {
+    const int to = round & 1;
+    ASSERT_EQ(reg.reregister(stag, {.translation = {{bufs[to].data(), 256, 0x1000}}}), 0);
+    EXPECT_EQ(live[1 - to].load(), 0) << "a Pin of the buffer left behind outlived reregister";
+  }
+  stop = true;
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GE(pins.load(), 20000);
+}
+
 TEST(RegistryConcurrency, CheckWhileOthersRegisterAndDeregister) {
   Registry reg(64);
   uint32_t pd = reg.alloc_pd();
@@ -580,6 +704,21 @@ TEST_F(MemoryWindowTest, Type2IsOneStreamsAndInvalidatedBeforeItsNextBind) {
   EXPECT_EQ(reg_.invalidate_local(b2), -ENOENT);
   EXPECT_EQ(reg_.dealloc_mw(b2), 0);
   EXPECT_EQ(reg_.dealloc_mw(b2), -ENOENT);
+}
+
+// ibv_dealloc_mw names a type 2 window by the rkey ibv_alloc_mw gave, which its binds (WRs with
+// an rkey of their own) never change: that STag still frees the bound window and its region.
+TEST_F(MemoryWindowTest, DeallocByTheAllocatedStagFreesAWindowBoundUnderAnotherKey) {
+  const Stag mw = window(MwType::Type2);
+  Stag b;
+  ASSERT_EQ(reg_.bind_mw(mw, static_cast<uint8_t>(mw + 1), mr_, kIova, 64, kRemoteRead, 7, &b), 0);
+  ASSERT_NE(b, mw);
+  EXPECT_EQ(reg_.deregister(mr_), -EBUSY);
+  EXPECT_EQ(reg_.dealloc_mw(mw), 0);
+  EXPECT_EQ(reg_.check(b, pd_, 7, kRemoteRead, kIova, 8).result, AccessResult::InvalidStag);
+  EXPECT_EQ(reg_.dealloc_mw(mw), -ENOENT);
+  EXPECT_EQ(reg_.dealloc_mw(mr_), -ENOENT);  // a region is no window
+  EXPECT_EQ(reg_.deregister(mr_), 0);
 }
 
 TEST_F(MemoryWindowTest, ARegionWithBoundWindowsStays) {
