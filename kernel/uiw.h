@@ -142,6 +142,9 @@ struct uiw_srq {
 struct uiw_mr {
 	struct ib_mr ibmr;
 	u32 stag;
+	u64 start;		/* the user range and rights, for rereg_user_mr's checks */
+	u64 len;
+	int access;
 };
 
 /* A memory window: an STag of its own, bound and checked by the provider's registry. */
@@ -174,6 +177,10 @@ struct uiw_qp {
 	u32 ird;			/* max_dest_rd_atomic */
 	u32 ord;			/* max_rd_atomic */
 	int access_flags;
+	/* What the connection negotiated, for rdma res (uiw_fill_res_qp_entry). */
+	bool conn_known;		/* set from RDMA mode until RESET */
+	u32 conn_flags;			/* UIW_CONN_F_* handed to the provider */
+	u8 mpa_rev;
 	struct uiw_cep *cep;		/* connection; holds a cep reference */
 	struct uiw_rtr_qp rtr;		/* connect-on-RTR state (uiw_rtr.c) */
 };

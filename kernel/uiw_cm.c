@@ -512,6 +512,9 @@ void uiw_cep_enter_rdma_mode(struct uiw_cep *cep)
 	qp->state = IB_QPS_RTS;
 	qp->ird = p->ird;
 	qp->ord = p->ord;
+	qp->conn_known = true;
+	qp->conn_flags = info->flags;
+	qp->mpa_rev = p->rev;
 	spin_unlock_bh(&qp->lock);
 	cep->state = UIW_CEP_RDMA_MODE;
 }

@@ -14,6 +14,7 @@
 #include <linux/pid.h>
 #include <linux/sched.h>
 #include <rdma/ib_user_verbs.h>
+#include <rdma/restrack.h>
 #include <rdma/uverbs_ioctl.h>
 
 #include "uiw.h"
@@ -51,16 +52,16 @@ static int uiw_query_device(struct ib_device *ibdev, struct ib_device_attr *attr
 	/*
 	 * On-demand paging: uiw pins nothing (a registration records keys) and the provider
 	 * reaches registered memory through the process's own page tables, faulting pages in as
-	 * any access does, so every uiw MR behaves as an ODP MR does. Explicit ODP MRs are offered
-	 * for RC; implicit ones (the whole address space) are not (uiw_reg_user_mr).
+	 * any access does, so every uiw MR behaves as an ODP MR does, RFC 7306 atomics included.
+	 * Explicit and implicit (the whole address space) ODP MRs are offered for RC.
 	 */
 	attr->kernel_cap_flags = IBK_ALLOW_USER_UNREG | IBK_ON_DEMAND_PAGING;
 	/* Windows of type 1 and 2B (a type 2 window is bound to one QP's stream). */
 	attr->device_cap_flags = IB_DEVICE_MEM_WINDOW | IB_DEVICE_MEM_WINDOW_TYPE_2B;
-	attr->odp_caps.general_caps = IB_ODP_SUPPORT;
+	attr->odp_caps.general_caps = IB_ODP_SUPPORT | IB_ODP_SUPPORT_IMPLICIT;
 	attr->odp_caps.per_transport_caps.rc_odp_caps =
 		IB_ODP_SUPPORT_SEND | IB_ODP_SUPPORT_RECV | IB_ODP_SUPPORT_WRITE |
-		IB_ODP_SUPPORT_READ | IB_ODP_SUPPORT_SRQ_RECV;
+		IB_ODP_SUPPORT_READ | IB_ODP_SUPPORT_SRQ_RECV | IB_ODP_SUPPORT_ATOMIC;
 	attr->max_send_sge = UIW_MAX_SGE;
 	attr->max_recv_sge = UIW_MAX_SGE;
 	attr->max_sge_rd = UIW_MAX_SGE_RD;
@@ -425,6 +426,22 @@ static int uiw_check_mapped(u64 start, u64 len, bool write)
 }
 
 /*
+ * The range of a registration, checked as a pinning driver's would fail: mapped, and writable
+ * where the access writes. Implicit ODP (start 0, length U64_MAX) is the whole address space:
+ * what is mapped is found at each access, through the process's own page tables.
+ */
+static int uiw_check_mr_range(u64 start, u64 len, int access)
+{
+	if ((access & IB_ACCESS_ON_DEMAND) && !start && len == U64_MAX)
+		return 0;
+	if (!len)
+		return -EINVAL;
+	return uiw_check_mapped(start, len, access & (IB_ACCESS_LOCAL_WRITE |
+						      IB_ACCESS_REMOTE_WRITE |
+						      IB_ACCESS_REMOTE_ATOMIC));
+}
+
+/*
  * A random index per registration: a peer that knows one STag (its own, or one it was
  * given) learns nothing about the STags registered before or after it. At most
  * UIW_MAX_MR of the 2^24 indexes are in use (1/16), so a random try fails with
@@ -460,14 +477,7 @@ static struct ib_mr *uiw_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 len,
 
 	if (!udata)
 		return ERR_PTR(-EOPNOTSUPP);
-	/* Implicit ODP (start 0, length U64_MAX) is not offered (general_caps has no IMPLICIT). */
-	if ((access & IB_ACCESS_ON_DEMAND) && !start && len == U64_MAX)
-		return ERR_PTR(-EOPNOTSUPP);
-	if (!len)
-		return ERR_PTR(-EINVAL);
-	rv = uiw_check_mapped(start, len, access & (IB_ACCESS_LOCAL_WRITE |
-						    IB_ACCESS_REMOTE_WRITE |
-						    IB_ACCESS_REMOTE_ATOMIC));
+	rv = uiw_check_mr_range(start, len, access);
 	if (rv)
 		return ERR_PTR(rv);
 	if (!uiw_limit_inc(&udev->num_mr, UIW_MAX_MR))
@@ -483,6 +493,9 @@ static struct ib_mr *uiw_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 len,
 		goto err_free;
 	/* STag = 24-bit index | 8-bit key; a fresh random key per registration. */
 	mr->stag = idx << 8 | get_random_u8();
+	mr->start = start;
+	mr->len = len;
+	mr->access = access;
 	mr->ibmr.lkey = mr->stag;
 	mr->ibmr.rkey = mr->stag;
 
@@ -499,6 +512,35 @@ err_free:
 err_count:
 	atomic_dec(&udev->num_mr);
 	return ERR_PTR(rv);
+}
+
+/*
+ * ibv_rereg_mr, in place (NULL: the core keeps this ib_mr, moves it to the new PD and records
+ * the new iova and length). The provider's registry holds what placement uses; the kernel keeps
+ * the STag and checks the resulting range as a registration would. The STag stays.
+ */
+static struct ib_mr *uiw_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 len,
+				       u64 iova, int access, struct ib_pd *pd,
+				       struct ib_udata *udata)
+{
+	struct uiw_mr *mr = to_umr(ibmr);
+	int rv;
+
+	if (!udata)
+		return ERR_PTR(-EOPNOTSUPP);
+	if (!(flags & IB_MR_REREG_ACCESS))
+		access = mr->access;
+	if (!(flags & IB_MR_REREG_TRANS)) {
+		start = mr->start;
+		len = mr->len;
+	}
+	rv = uiw_check_mr_range(start, len, access);
+	if (rv)
+		return ERR_PTR(rv);
+	mr->start = start;
+	mr->len = len;
+	mr->access = access;
+	return NULL;
 }
 
 static int uiw_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
@@ -601,6 +643,7 @@ void uiw_qp_enter_state(struct uiw_qp *qp, enum ib_qp_state state)
 		qp->sq_drained_due = false;
 		qp->last_wqe_due = false;
 		qp->fatal_sent = false;
+		qp->conn_known = false;	/* the connection is gone */
 	}
 	qp->state = state;
 }
@@ -802,6 +845,55 @@ static int uiw_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	return 0;
 }
 
+/*
+ * rdma res show qp: what the QP's connection negotiated, as driver attributes (the lower
+ * layer, MPA revision, CRC, Markers per direction, RFC 7306, IRD/ORD); nothing before it is
+ * connected or after a reset.
+ */
+static int uiw_fill_res_qp_entry(struct sk_buff *msg, struct ib_qp *ibqp)
+{
+	struct uiw_qp *qp = to_uqp(ibqp);
+	struct nlattr *table;
+	u32 flags, ird, ord;
+	bool known;
+	u8 rev;
+
+	spin_lock_bh(&qp->lock);
+	known = qp->conn_known;
+	flags = qp->conn_flags;
+	rev = qp->mpa_rev;
+	ird = qp->ird;
+	ord = qp->ord;
+	spin_unlock_bh(&qp->lock);
+	if (!known)
+		return 0;
+	/* The driver's own attributes go in one nest, as rdma(8) expects them. */
+	table = nla_nest_start_noflag(msg, RDMA_NLDEV_ATTR_DRIVER);
+	if (!table)
+		return -EMSGSIZE;
+	if (rdma_nl_put_driver_string(msg, "llp", flags & UIW_CONN_F_SCTP ? "sctp" : "tcp"))
+		goto err;
+	if (!(flags & UIW_CONN_F_SCTP) &&
+	    (rdma_nl_put_driver_u32(msg, "mpa_rev", rev) ||
+	     rdma_nl_put_driver_u32(msg, "crc", !!(flags & UIW_CONN_F_CRC)) ||
+	     rdma_nl_put_driver_u32(msg, "markers_tx", !!(flags & UIW_CONN_F_MARKERS_TX)) ||
+	     rdma_nl_put_driver_u32(msg, "markers_rx", !!(flags & UIW_CONN_F_MARKERS_RX)) ||
+	     rdma_nl_put_driver_u32(msg, "p2p", !!(flags & UIW_CONN_F_P2P))))
+		goto err;
+	if (rdma_nl_put_driver_u32(msg, "rfc7306", !!(flags & UIW_CONN_F_RDMAP_EXT)) ||
+	    rdma_nl_put_driver_string(msg, "role", flags & UIW_CONN_F_INITIATOR ?
+				      "initiator" : "responder") ||
+	    rdma_nl_put_driver_u32(msg, "ird", ird) ||
+	    rdma_nl_put_driver_u32(msg, "ord", ord))
+		goto err;
+	nla_nest_end(msg, table);
+	return 0;
+
+err:
+	nla_nest_cancel(msg, table);
+	return -EMSGSIZE;
+}
+
 static int uiw_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
 	struct uiw_dev *udev = to_udev(ibqp->device);
@@ -943,6 +1035,7 @@ const struct ib_device_ops uiw_device_ops = {
 	.dereg_mr = uiw_dereg_mr,
 	.destroy_cq = uiw_destroy_cq,
 	.destroy_qp = uiw_destroy_qp,
+	.fill_res_qp_entry = uiw_fill_res_qp_entry,
 	.destroy_srq = uiw_destroy_srq,
 	.disassociate_ucontext = uiw_disassociate_ucontext,
 	.enable_driver = uiw_enable_driver,
@@ -969,6 +1062,7 @@ const struct ib_device_ops uiw_device_ops = {
 	.query_qp = uiw_query_qp,
 	.query_srq = uiw_query_srq,
 	.reg_user_mr = UIW_REG_USER_MR,
+	.rereg_user_mr = uiw_rereg_user_mr,
 	.req_notify_cq = uiw_req_notify_cq,
 #ifdef UIW_HAVE_RESIZE_USER_CQ
 	.resize_user_cq = uiw_resize_cq,

@@ -245,6 +245,40 @@ int dereg_mr(verbs_mr* vmr) noexcept {
   return 0;
 }
 
+// ibv_rereg_mr, in place: the registry first (what placement uses; it refuses while memory
+// windows are bound to the region), then uiw.ko (the PD it accounts, the range checked as at
+// registration); a refusal there puts the registry back. The STag stays, whatever uiw.ko's
+// response says of the keys. As for ibv_reg_mr, the new iova is the address.
+int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* ibpd, void* addr, size_t length,
+             int access) noexcept {
+  Mr* mr = to_mr(vmr);
+  Context* ctx = to_ctx(mr->ibv_mr.context);
+  memory::RegionInfo old{};
+  if (ctx->registry.query(mr->stag, &old)) return EINVAL;
+  memory::RegionUpdate change;
+  if (flags & IBV_REREG_MR_CHANGE_PD) {
+    if (!ibpd || ibpd->context != mr->ibv_mr.context) return EINVAL;
+    change.pd = to_pd(ibpd)->pd_id;
+  }
+  if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
+    change.translation = {{addr, length, reinterpret_cast<uintptr_t>(addr)}};
+  if (flags & IBV_REREG_MR_CHANGE_ACCESS)
+    change.access = static_cast<uint32_t>(access) & memory::kAllAccess;
+  if (const int rc = ctx->registry.reregister(mr->stag, change)) return -rc;
+  uiw_cmd<ib_uverbs_rereg_mr> cmd{};
+  ib_uverbs_rereg_mr_resp resp{};
+  if (const int rc = ibv_cmd_rereg_mr(vmr, flags, addr, length, reinterpret_cast<uintptr_t>(addr),
+                                      access, ibpd, &cmd, sizeof(cmd), &resp, sizeof(resp))) {
+    const int undo = ctx->registry.reregister(
+        mr->stag,
+        {.pd = old.pd, .translation = {{old.host, old.length, old.iova}}, .access = old.access});
+    return undo ? EIO : rc;
+  }
+  mr->ibv_mr.lkey = mr->ibv_mr.rkey = mr->stag;
+  if (flags & IBV_REREG_MR_CHANGE_ACCESS) vmr->access = access;
+  return 0;
+}
+
 // ibv_advise_mr. uiw pins nothing, so every MR is on-demand (the ODP caps uiw.ko reports):
 // a prefetch faults the SGEs' pages in now, through the process's own page tables, instead of
 // at the first placement (MADV_POPULATE_WRITE / _READ, Linux 5.14; older kernels get
@@ -642,6 +676,7 @@ const verbs_context_ops kContextOps = {
     .query_srq = query_srq,
     .reg_mr = reg_mr,
     .req_notify_cq = req_notify_cq,
+    .rereg_mr = rereg_mr,
     .resize_cq = resize_cq,
 };
 #pragma GCC diagnostic pop

@@ -272,6 +272,9 @@ int ibv_cmd_dealloc_pd(ibv_pd* pd);
 int ibv_cmd_reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t hca_va, int access,
                    verbs_mr* vmr, void* cmd, size_t cmd_size, ib_uverbs_reg_mr_resp* resp,
                    size_t resp_size);
+int ibv_cmd_rereg_mr(verbs_mr* vmr, uint32_t flags, void* addr, size_t length, uint64_t hca_va,
+                     int access, ibv_pd* pd, void* cmd, size_t cmd_size,
+                     ib_uverbs_rereg_mr_resp* resp, size_t resp_size);
 int ibv_cmd_dereg_mr(verbs_mr* vmr);
 int ibv_cmd_alloc_mw(ibv_pd* pd, ibv_mw_type type, ibv_mw* mw, void* cmd, size_t cmd_size,
                      ib_uverbs_alloc_mw_resp* resp, size_t resp_size);

@@ -76,7 +76,8 @@ class HostileBase(unittest.TestCase):
         peer = self.new_peer(**kw)
         peer.connect_mpa(**(mpa or {}))
         self.server.wait_for(r"^accepted")
-        self.assertEqual(sorted(peer.regions), ["r0", "r1", "r2", "r3"], peer.reply.private_data)
+        self.assertEqual(sorted(peer.regions), ["r0", "r1", "r2", "r3", "r4"],
+                         peer.reply.private_data)
         return peer
 
     def finish(self, peer):
@@ -222,6 +223,41 @@ class HostileDataTest(HostileBase):
         self.assertEqual(rep.region_changed("r0"), (16, 100))
         self.assertEqual(rep.region_changed("recv"), (9, 0))
         self.assertIn((0, IBV_WC_SUCCESS, IBV_WC_RECV, 9), rep.wcs())
+
+    def test_whole_address_space_region_reaches_registered_memory(self):
+        # r4 is an implicit ODP region (the whole address space): a Write through it lands at
+        # the address it names, here inside r0, and nowhere else.
+        peer = self.connect()
+        r0, r4 = peer.regions["r0"], peer.regions["r4"]
+        peer.send_ulpdu(peer.write(r4.stag, r0.addr + 300, b"\xcd" * 24))
+        peer.send_ulpdu(peer.send(b"after"))
+        rep = self.finish(peer)
+        self.assertEqual(rep.region_changed("r0"), (24, 300))
+        self.assertIn((0, IBV_WC_SUCCESS, IBV_WC_RECV, 5), rep.wcs())
+
+    def test_whole_address_space_region_unusable_addresses(self):
+        # What r4 names but the process cannot write (page 0, a kernel address, a non-canonical
+        # one, which faults without an address) fails the Write like any access it may not
+        # make; the server lives, its guards and regions intact.
+        for to in (8, 0xFFFF888000000000, 0x8000000000000000):
+            with self.subTest(to=hex(to)):
+                peer = self.connect()
+                r4 = peer.regions["r4"]
+                self.attack([peer.write(r4.stag, to, b"u" * 8)], cause(1, 1, T.kDdpInvalidStag),
+                            (True, True, False), peer=peer)
+
+    def test_whole_address_space_region_unreadable_address(self):
+        # A Read Request for a non-canonical source: no Read Response, the stream ends with a
+        # Terminate, and the server lives.
+        peer = self.connect()
+        r4 = peer.regions["r4"]
+        peer.send_ulpdu(peer.read_request(r4.stag, 0x8000000000000000, 16))
+        th, t, msgs, eof = peer.expect_terminate()
+        self.assertFalse(any(h.tagged for h, _ in msgs), msgs)
+        self.assertTrue(eof)
+        rep = self.finish(peer)
+        self.assert_untouched(rep)
+        self.assertEqual(rep.qp_states()[-1], IBV_QPS_ERR, rep)
 
     def test_bad_crc(self):
         peer = self.connect()

@@ -71,7 +71,12 @@ void on_fault(int sig, siginfo_t* si, void* uc) {
   FaultGuard* g = t_guard;
   const auto at = reinterpret_cast<uintptr_t>(si->si_addr);
   // si_code > 0: raised by the kernel for an access, not sent by kill() or sigqueue().
-  if (g && si->si_code > 0 && at >= g->lo && at < g->hi) {
+  // SI_KERNEL with no address: a general protection fault, which on x86-64 is what an access
+  // to a non-canonical address raises (a page fault would give the address). Inside a copy,
+  // whose other side is uiw's own memory, only the application address can be that (a peer's
+  // offset into a region over the whole address space, an implicit ODP MR).
+  if (g && si->si_code > 0 &&
+      ((at >= g->lo && at < g->hi) || (si->si_code == SI_KERNEL && at == 0))) {
     t_guard = nullptr;
     siglongjmp(g->resume, 1);
   }

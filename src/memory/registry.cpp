@@ -36,6 +36,12 @@ uint32_t log2_pow2(uint32_t p) {
   return n;
 }
 
+// The host address `off` octets past `base`, in integer arithmetic: the base of a region over the
+// whole address space (implicit ODP) is address 0, a null pointer C++ may not offset.
+uint8_t* host_at(uint8_t* base, uint64_t off) {
+  return reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(base) + off);
+}
+
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -179,7 +185,9 @@ int Registry::check_region_args(void* addr, uint64_t length, uint64_t iova, uint
   if (access & ~kAllAccess) return -EINVAL;
   // Verbs (ibv_reg_mr): remote write / remote atomic require local write.
   if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite)) return -EINVAL;
-  if (addr == nullptr && length != 0) return -EINVAL;
+  // Address 0 starts only the region over the whole address space (verbs' implicit ODP MR).
+  if (addr == nullptr && length != 0 && !(iova == 0 && length == kWholeAddressSpace))
+    return -EINVAL;
   // The region end must be representable both as a tagged offset and as a host address.
   if (length > UINT64_MAX - iova) return -EINVAL;
   if (length > UINTPTR_MAX - reinterpret_cast<uintptr_t>(addr)) return -EINVAL;
@@ -370,7 +378,7 @@ Mapping Registry::evaluate(const Snapshot& r, Stag stag, uint32_t pd, uint32_t s
   // RFC 5041 §7.1 tagged checks 3-4 and §8.1: octet-granular base and bounds.
   // register_region() guaranteed iova + length does not wrap.
   if (to < r.iova || to + len > r.iova + r.length) return {AccessResult::BaseBounds, nullptr};
-  return {AccessResult::Ok, r.host + (to - r.iova)};
+  return {AccessResult::Ok, host_at(r.host, to - r.iova)};
 }
 
 Mapping Registry::check(Stag stag, uint32_t pd, uint32_t stream, uint32_t required_access,
@@ -538,7 +546,7 @@ int Registry::bind_mw(Stag mw, uint8_t key, Stag mr, uint64_t addr, uint64_t len
     m = find_locked(mr);
     if (!m || m->window || !(m->flags.load(std::memory_order_relaxed) & kFlagValid)) return -ENOENT;
   }
-  uint8_t* host = m->host.load(std::memory_order_relaxed) + (addr - m_iova);
+  uint8_t* host = host_at(m->host.load(std::memory_order_relaxed), addr - m_iova);
   const Stag stag = (mw & ~0xffu) | key;
   w->last_key = key;
   write_slot(*w, [&](Slot& x) {

@@ -89,6 +89,11 @@ struct RegionUpdate {
   std::optional<uint32_t> access = std::nullopt;
 };
 
+// The length of a region over the whole address space: addr nullptr, iova 0 (verbs' implicit
+// on-demand-paging MR, ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND | ...)). Every
+// address is then its own tagged offset; what is not mapped fails at the access.
+inline constexpr uint64_t kWholeAddressSpace = UINT64_MAX;
+
 class Registry {
  public:
   // max_regions is rounded up to a power of two (at most 1 << 24). The slot table is allocated

@@ -4,9 +4,11 @@
 // For each incoming connection (one at a time, until stdin closes or -c N connections) it
 // creates a QP, registers guarded regions (GUARD octets of a known pattern before and after
 // each registered range), posts receives into guarded buffers, and accepts with ASCII private
-// data that names the regions:  "r0=<stag hex>:<addr hex>:<len> r1=... r2=... r3=..."
+// data that names the regions:  "r0=<stag hex>:<addr hex>:<len> r1=... r2=... r3=... r4=..."
 //   r0 remote write + remote read      r1 remote read only
 //   r2 local write only (no remote)    r3 remote write, registered in a second PD (foreign)
+//   r4 remote write + remote read over the whole address space (implicit ODP: addr 0, length
+//      SIZE_MAX; no guards of its own, it covers the others)
 // It then prints one line per event on stdout (line-buffered) and, when the connection ends
 // (DISCONNECTED, or -t seconds without any event), drains the CQ, checks every guard and
 // prints "done <n>". Lines:
@@ -157,7 +159,7 @@ static int serve(struct rdma_event_channel* ch, struct rdma_cm_id* id, const str
           IBV_ACCESS_REMOTE_ATOMIC,
       IBV_ACCESS_REMOTE_READ, IBV_ACCESS_LOCAL_WRITE,
       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE};
-  char pdata[200];
+  char pdata[256];
   int off = 0;
   for (int i = 0; i < NREG; i++) {
     size_t len = i == 1 ? o->read_len : 4096;
@@ -170,6 +172,14 @@ static int serve(struct rdma_event_channel* ch, struct rdma_cm_id* id, const str
     off += snprintf(pdata + off, sizeof pdata - off, "%s%s=%x:%llx:%zu", i ? " " : "", names[i],
                     reg[i].mr->rkey, (unsigned long long)(uintptr_t)inner(&reg[i]), len);
   }
+  struct ibv_mr* whole = ibv_reg_mr(pd, NULL, SIZE_MAX,
+                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                        IBV_ACCESS_REMOTE_READ | IBV_ACCESS_ON_DEMAND);
+  if (!whole) {
+    printf("ibv_reg_mr r4 (implicit ODP) failed: %s\n", strerror(errno));
+    return -1;
+  }
+  off += snprintf(pdata + off, sizeof pdata - off, " r4=%x:0:%zu", whole->rkey, (size_t)SIZE_MAX);
   // Receive buffers: one guarded area holding o->recvs slots of RECV_LEN.
   struct guarded rb;
   if (guarded_alloc(&rb, "recv", (size_t)o->recvs * RECV_LEN, 0x77)) return -1;
@@ -241,6 +251,7 @@ static int serve(struct rdma_event_channel* ch, struct rdma_cm_id* id, const str
     free(reg[i].base);
   }
   ibv_dereg_mr(rb.mr);
+  ibv_dereg_mr(whole);
   free(rb.base);
   ibv_destroy_cq(cq);
   ibv_dealloc_pd(pd);
