@@ -181,8 +181,29 @@ Mode mode() {
   return m;
 }
 
+// Where user space ends: x86-64 with 5-level page tables gives a process at most 2^56 (57-bit
+// canonical addresses, user half), arm64 at most 2^52; above is the kernel's or nothing.
+#if defined(__x86_64__)
+constexpr uintptr_t kUserAddressEnd = uintptr_t{1} << 56;
+#elif defined(__aarch64__)
+constexpr uintptr_t kUserAddressEnd = uintptr_t{1} << 52;
+#else
+constexpr uintptr_t kUserAddressEnd = UINTPTR_MAX;
+#endif
+
+// An application range no access can succeed on: address 0 (Linux maps nothing there,
+// vm.mmap_min_addr, and C++ forbids passing a null pointer to memcpy), or one reaching past
+// user space. A region over the whole address space (implicit ODP) lets a peer name such
+// ranges; they fail before any access (an address between the 4-level and the 5-level limit
+// faults, and the fault guard takes that).
+bool outside_user_space(const void* app, size_t n) {
+  const auto a = reinterpret_cast<uintptr_t>(app);
+  return a == 0 || a >= kUserAddressEnd || n > kUserAddressEnd - a;
+}
+
 int transfer(void* dst, const void* src, size_t n, bool to_app) {
   if (n == 0) return 0;
+  if (outside_user_space(to_app ? dst : src, n)) return -EFAULT;
   if (mode() == Mode::Guarded)
     return guarded(to_app ? dst : src, n, [&] { std::memcpy(dst, src, n); });
   // Once the kernel refused, no system call per copy to be refused again.
@@ -206,6 +227,7 @@ int copy_from_app(void* dst, const void* app_src, size_t n) {
 int crc32c_update_from_app(uint32_t* state, const void* app_src, size_t n,
                            std::vector<uint8_t>& bounce) {
   if (n == 0) return 0;
+  if (outside_user_space(app_src, n)) return -EFAULT;
   if (mode() == Mode::Guarded)
     return guarded(app_src, n, [&] { *state = wire::crc32c_update(*state, app_src, n); });
   if (g_unsafe.load(std::memory_order_relaxed)) {
@@ -226,6 +248,7 @@ int crc32c_update_from_app(uint32_t* state, const void* app_src, size_t n,
 
 int atomic_update_app_raw(uint64_t* app_target, uint64_t* original,
                           uint64_t (*update)(const void* ctx, uint64_t v), const void* ctx) {
+  if (outside_user_space(app_target, sizeof(uint64_t))) return -EFAULT;
   const auto cas_loop = [&] {
     uint64_t v = __atomic_load_n(app_target, __ATOMIC_RELAXED);
     while (!__atomic_compare_exchange_n(app_target, &v, update(ctx, v), false, __ATOMIC_SEQ_CST,
