@@ -30,7 +30,8 @@ extern "C" {
 
 /*
  * 2: UIW_METHOD_CQ_SIGNAL needs an arm (IB_USER_VERBS_CMD_REQ_NOTIFY_CQ); events are gated.
- * 3: RFC 7306: UIW_UCTX_F_RDMAP_EXT, UIW_CAP_RDMAP_EXT, UIW_CONN_F_RDMAP_EXT.
+ * 3: RFC 7306: UIW_UCTX_F_RDMAP_EXT, UIW_CAP_RDMAP_EXT, UIW_CONN_F_RDMAP_EXT; the counters
+ *    page (UIW_CAP_COUNTERS, counters_mmap_key).
  */
 #define UIW_ABI_VERSION 3
 
@@ -57,6 +58,33 @@ enum uiw_caps {
 	UIW_CAP_READY_EVENTFD = 1 << 2,	/* UIW_METHOD_DEVICE_SET_EVENTFD */
 	UIW_CAP_ASYNC_EVENT = 1 << 3,	/* UIW_METHOD_QP_EVENT, _CQ_EVENT, _SRQ_EVENT */
 	UIW_CAP_RDMAP_EXT = 1 << 4,	/* offers RFC 7306 for UIW_UCTX_F_RDMAP_EXT contexts */
+	UIW_CAP_COUNTERS = 1 << 5,	/* counters page at counters_mmap_key */
+};
+
+/*
+ * The protocol engine's counters, which live in the provider: one page per context, mapped
+ * from the uverbs file at counters_mmap_key, that the provider adds to (relaxed atomic adds,
+ * no system call) and uiw.ko sums over the device's contexts for rdma statistic. Only
+ * increased; a context's last values stay in the device's totals when it is closed.
+ */
+enum uiw_counter {
+	UIW_CNT_TX_FPDUS,		/* FPDUs (SCTP: DDP messages) sent */
+	UIW_CNT_RX_FPDUS,		/* valid FPDUs received */
+	UIW_CNT_TX_BYTES,		/* octets handed to the lower layer */
+	UIW_CNT_RX_BYTES,		/* octets taken from the lower layer */
+	UIW_CNT_PLACED_BYTES,		/* payload of valid Write, Read Response, Send FPDUs */
+	UIW_CNT_TERM_TX_RDMAP,		/* Terminates sent, by the layer of their cause */
+	UIW_CNT_TERM_TX_DDP,
+	UIW_CNT_TERM_TX_LLP,
+	UIW_CNT_TERM_RX_RDMAP,		/* Terminates received, by the layer of their cause */
+	UIW_CNT_TERM_RX_DDP,
+	UIW_CNT_TERM_RX_LLP,
+	UIW_CNT_CRC_ERRORS,		/* FPDUs whose MPA CRC did not match */
+	UIW_CNT_NUM
+};
+
+struct uiw_counters {
+	__aligned_u64 v[UIW_CNT_NUM];	/* indexed by enum uiw_counter */
 };
 
 /* struct uiw_ureq_alloc_ucontext.flags */
@@ -90,6 +118,7 @@ struct uiw_uresp_alloc_ucontext {
 	__u32 max_mr;
 	__u32 max_private_data;	/* ULP private data in connect/accept/reject */
 	__aligned_u64 max_mr_size;
+	__aligned_u64 counters_mmap_key; /* UIW_CAP_COUNTERS: mmap offset of struct uiw_counters */
 };
 
 /* Udata responses of the create/register commands. */
@@ -250,7 +279,8 @@ enum uiw_device_set_eventfd_attrs {
 };
 
 UIW_ABI_STATIC_ASSERT(sizeof(struct uiw_ureq_alloc_ucontext) == 8, "uiw ABI: alloc_ucontext req");
-UIW_ABI_STATIC_ASSERT(sizeof(struct uiw_uresp_alloc_ucontext) == 64,
+UIW_ABI_STATIC_ASSERT(sizeof(struct uiw_counters) <= 4096, "uiw ABI: counters fit a page");
+UIW_ABI_STATIC_ASSERT(sizeof(struct uiw_uresp_alloc_ucontext) == 72,
 		      "uiw ABI: alloc_ucontext resp");
 UIW_ABI_STATIC_ASSERT(sizeof(struct uiw_uresp_create_cq) == 8, "uiw ABI: create_cq resp");
 UIW_ABI_STATIC_ASSERT(sizeof(struct uiw_uresp_create_qp) == 16, "uiw ABI: create_qp resp");

@@ -104,6 +104,13 @@ struct uiw_dev {
 	u32 cep_next;
 
 	struct uiw_rtr_dev rtr;		/* connect-on-RTR listener (uiw_rtr.c) */
+
+	/* rdma statistic (uiw_stats.c). */
+	spinlock_t stats_lock;
+	struct list_head stats_list;	/* contexts with a counters page, under stats_lock */
+	u64 stats_retired[UIW_CNT_NUM];	/* closed contexts' counts, under stats_lock */
+	atomic64_t conn_established;
+	atomic64_t conn_refused;
 };
 
 struct uiw_ucontext {
@@ -112,6 +119,8 @@ struct uiw_ucontext {
 	spinlock_t lock;
 	struct eventfd_ctx *ready_efd;	/* readiness eventfd, under lock */
 	bool rdmap_ext;			/* the provider implements RFC 7306 */
+	struct uiw_counters_page *counters;	/* uiw_stats.c */
+	struct list_head stats_entry;	/* udev->stats_list */
 };
 
 struct uiw_pd {
@@ -243,6 +252,18 @@ void uiw_qp_enter_state(struct uiw_qp *qp, enum ib_qp_state state);
 void uiw_qp_set_state(struct uiw_qp *qp, enum ib_qp_state state);
 bool uiw_qp_owned_by_current(struct uiw_qp *qp);
 void uiw_ucontext_signal(struct uiw_ucontext *uctx);
+
+/* uiw_stats.c */
+void uiw_stats_dev_init(struct uiw_dev *udev);
+void uiw_stats_conn_established(struct uiw_dev *udev);
+void uiw_stats_conn_refused(struct uiw_dev *udev);
+int uiw_stats_uctx_init(struct uiw_ucontext *uctx, u64 *key);
+void uiw_stats_uctx_fini(struct uiw_ucontext *uctx);
+int uiw_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma);
+void uiw_mmap_free(struct rdma_user_mmap_entry *e);
+struct rdma_hw_stats *uiw_alloc_hw_port_stats(struct ib_device *ibdev, u32 port);
+int uiw_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats, u32 port,
+		     int index);
 
 /* uiw_uapi.c */
 extern const struct uapi_definition uiw_uapi_defs[];

@@ -480,6 +480,7 @@ void uiw_cep_enter_rdma_mode(struct uiw_cep *cep)
 	struct uiw_qp *qp = cep->qp;
 
 	uiw_cep_cancel_timer(cep);
+	uiw_stats_conn_established(cep->udev);
 	/* Until its Accept is acknowledged, an SCTP socket stays ours (uiw_cep_accept_ack). */
 	if (!cep->accept_unacked)
 		uiw_sk_restore_data_ready(cep);

@@ -146,6 +146,7 @@ void uiw_cm_send_reject(struct uiw_cep *cep, const void *pd, u8 pd_len)
 	u16 bits = uiw_mpa_rev(cep->req_bits) | UIW_MPA_REJECT |
 		   (enhanced ? UIW_MPA_ENHANCED : 0);
 
+	uiw_stats_conn_refused(cep->udev);
 	if (uiw_cep_sctp(cep)) {	/* RFC 5043 Session Reject */
 		uiw_sctp_send_reject(cep, pd, pd_len);
 		return;
@@ -396,6 +397,7 @@ static void uiw_cm_proc_reply(struct uiw_cep *cep)
 
 	if (rx->bits & UIW_MPA_REJECT) {
 		/* RFC 5044 §7.1.2: the Responder's ULP refused; rdma_cm reports REJECTED. */
+		uiw_stats_conn_refused(cep->udev);
 		uiw_cm_upcall(cep, IW_CM_EVENT_CONNECT_REPLY, -ECONNREFUSED, pd,
 			      pd_len);
 		uiw_cep_finish(cep, false);

@@ -418,6 +418,7 @@ static struct uiw_dev *uiw_dev_alloc(struct net_device *netdev)
 	xa_init_flags(&udev->cep_xa, XA_FLAGS_ALLOC1);
 	spin_lock_init(&udev->cep_lock);
 	INIT_LIST_HEAD(&udev->cep_list);
+	uiw_stats_dev_init(udev);
 	/*
 	 * A random starting point makes QPNs hard to guess (RFC 5040 §8); STag indexes are
 	 * random per registration (uiw_verbs.c).

@@ -177,8 +177,12 @@ static int uiw_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
 	spin_lock_init(&uctx->lock);
 
 	resp.abi_version = UIW_ABI_VERSION;
+	rv = uiw_stats_uctx_init(uctx, &resp.counters_mmap_key);
+	if (rv)
+		goto err;
 	resp.caps = UIW_CAP_TAKE_SOCKET | UIW_CAP_CQ_SIGNAL |
-		    UIW_CAP_READY_EVENTFD | UIW_CAP_ASYNC_EVENT | UIW_CAP_RDMAP_EXT;
+		    UIW_CAP_READY_EVENTFD | UIW_CAP_ASYNC_EVENT | UIW_CAP_RDMAP_EXT |
+		    UIW_CAP_COUNTERS;
 	resp.max_qp = UIW_MAX_QP;
 	resp.max_qp_wr = UIW_MAX_QP_WR;
 	resp.max_sge = UIW_MAX_SGE;
@@ -193,10 +197,12 @@ static int uiw_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
 	resp.max_private_data = UIW_MAX_PRIVATE_DATA;
 	resp.max_mr_size = ~0ULL;
 	rv = uiw_respond(udata, &resp, sizeof(resp));
-	if (rv) {
-		put_pid(uctx->owner);
-		atomic_dec(&udev->num_uctx);
-	}
+	if (!rv)
+		return 0;
+	uiw_stats_uctx_fini(uctx);
+err:
+	put_pid(uctx->owner);
+	atomic_dec(&udev->num_uctx);
 	return rv;
 }
 
@@ -206,6 +212,7 @@ static void uiw_dealloc_ucontext(struct ib_ucontext *ibuc)
 
 	if (uctx->ready_efd)
 		eventfd_ctx_put(uctx->ready_efd);
+	uiw_stats_uctx_fini(uctx);
 	put_pid(uctx->owner);
 	atomic_dec(&to_udev(ibuc->device)->num_uctx);
 }
@@ -1036,6 +1043,10 @@ const struct ib_device_ops uiw_device_ops = {
 	.destroy_cq = uiw_destroy_cq,
 	.destroy_qp = uiw_destroy_qp,
 	.fill_res_qp_entry = uiw_fill_res_qp_entry,
+	.alloc_hw_port_stats = uiw_alloc_hw_port_stats,
+	.get_hw_stats = uiw_get_hw_stats,
+	.mmap = uiw_mmap,
+	.mmap_free = uiw_mmap_free,
 	.destroy_srq = uiw_destroy_srq,
 	.disassociate_ucontext = uiw_disassociate_ucontext,
 	.enable_driver = uiw_enable_driver,

@@ -134,6 +134,10 @@ struct Context {
   int ready_efd = -1;  // signalled by uiw.ko when a QP of ours is RDMA-ready
   int stop_efd = -1;   // tells ready_thread to end
   bool ready_registered = false;
+  // The counters page uiw.ko sums for rdma statistic (UIW_CAP_COUNTERS), mapped from the uverbs
+  // file; every QP of the context adds to it. Null when the kernel offers none.
+  uint64_t* counters = nullptr;
+  size_t counters_len = 0;
 
   ~Context();
   int start_threads();  // once, on the first QP; requires mu

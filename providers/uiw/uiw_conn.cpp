@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <rdma/rdma_user_ioctl.h>
 #include <sched.h>
 #include <sys/ioctl.h>
@@ -416,6 +417,7 @@ Context::~Context() {
   progress.reset();
   if (ready_efd >= 0) close(ready_efd);
   if (stop_efd >= 0) close(stop_efd);
+  if (counters) munmap(counters, counters_len);
 }
 
 int Context::start_threads() {

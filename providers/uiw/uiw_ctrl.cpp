@@ -462,6 +462,7 @@ int build_engine_qp(Qp* qp) {
     c.recv_cq = qp->rcq;
     c.rq = qp->rq;
     c.on_event = [qp](engine::QpEvent ev) { qp_event(qp, ev); };
+    c.counters = qp->ctx->counters;
     qp->rt = std::make_shared<runtime::QueuePair>(c);
     return 0;
   });
@@ -719,6 +720,16 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) noexcept {
     if (erc)  // still works, by looking every 20 ms (Context::ready_loop)
       std::fprintf(stderr, "uiw: %s: registering the readiness eventfd failed: %s\n", ibdev->name,
                    std::strerror(erc));
+  }
+  if (ctx->caps.caps & UIW_CAP_COUNTERS) {
+    // A failed mapping costs only the statistics.
+    const size_t len = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    void* page = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, cmd_fd,
+                      static_cast<off_t>(ctx->caps.counters_mmap_key));
+    if (page != MAP_FAILED) {
+      ctx->counters = static_cast<uint64_t*>(page);
+      ctx->counters_len = len;
+    }
   }
   verbs_set_ops(&shell->vctx, &kContextOps);
   context_register(ctx);

@@ -120,6 +120,7 @@ void MpaRx::commit(size_t n) {
   if (last_seg_ && !in_marker_) seg_.seg_commit(n);  // releases what seg_need() pinned
   if (n == 0) return;
   stats_.rx_bytes += n;
+  stats_.count(UIW_CNT_RX_BYTES, n);
   if (seg_.draining() && !last_seg_) {
     pos_ += n;
     return;
@@ -183,6 +184,7 @@ void MpaRx::commit(size_t n) {
 void MpaRx::finish_stage() {
   const size_t len = want_;
   if (wire::load_le32(stage_.data() + len - wire::kCrcSize) != wire::crc32c_final(crc_)) {
+    stats_.count(UIW_CNT_CRC_ERRORS);
     seg_.llp_fail({wire::TermLayer::Llp, term::kLlpMpa, term::kMpaCrc});
     return;
   }

@@ -82,6 +82,7 @@ void MpaTx::end(TxFrame& f, size_t len) {
   wire::store_le32(crc_at, crc);
   append(f, crc_at, wire::kCrcSize, false, false);
   ++stats_.tx_fpdus;
+  stats_.count(UIW_CNT_TX_FPDUS);
 }
 
 // Markers are placed by stream position: rewind past everything that will never be sent.

@@ -66,7 +66,9 @@ Qp::Qp(const QpConfig& config)
       // value derived from the QP number so they differ between connections.
       next_sink_stag_(0x80000000u ^ (config.qp_num * 0x9E3779B9u)),
       irq_(kMaxOrdIrd),
-      slots_(kTxSlots) {}
+      slots_(kTxSlots) {
+  stats_.shared = config.counters;
+}
 
 Qp::ResolvedSge Qp::Sgl::at(uint64_t offset) const {
   for (uint32_t i = 0; i < n; ++i) {

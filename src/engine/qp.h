@@ -30,6 +30,7 @@
 #include "engine/receive_queue.h"
 #include "engine/types.h"
 #include "memory/registry.h"
+#include "uiw-abi.h"
 #include "wire/rdmap.h"
 #include "wire/terminate.h"
 
@@ -44,12 +45,34 @@ struct QpConfig {
   CompletionQueue* recv_cq = nullptr;    // Unowned, must outlive the Qp.
   ReceiveQueue* rq = nullptr;            // Unowned (private RQ or SRQ), must outlive the Qp.
   std::function<void(QpEvent)> on_event;
+  // The context's counters (uiw-abi.h struct uiw_counters: the page uiw.ko sums for rdma
+  // statistic), shared by its QPs; null: none. Unowned, must outlive the Qp.
+  uint64_t* counters = nullptr;
 };
 
 struct QpStats {
   uint64_t tx_fpdus = 0, rx_fpdus = 0;
   uint64_t tx_bytes = 0, rx_bytes = 0;
+  uint64_t* shared = nullptr;  // QpConfig::counters
+  // Adds to the context's counter `c`: relaxed atomic adds, since the QPs of one context run
+  // on several threads; no system call (uiw.ko reads the page when asked).
+  void count(uiw_counter c, uint64_t n = 1) const {
+    if (shared) std::atomic_ref<uint64_t>(shared[c]).fetch_add(n, std::memory_order_relaxed);
+  }
 };
+
+// The counter of a Terminate sent or received, by the layer of its cause (RFC 5040 §4.8).
+inline uiw_counter terminate_counter(wire::TermLayer layer, bool sent) {
+  switch (layer) {
+    case wire::TermLayer::Rdma:
+      return sent ? UIW_CNT_TERM_TX_RDMAP : UIW_CNT_TERM_RX_RDMAP;
+    case wire::TermLayer::Ddp:
+      return sent ? UIW_CNT_TERM_TX_DDP : UIW_CNT_TERM_RX_DDP;
+    case wire::TermLayer::Llp:
+      break;
+  }
+  return sent ? UIW_CNT_TERM_TX_LLP : UIW_CNT_TERM_RX_LLP;
+}
 
 class Qp final : private SegmentRx {
  public:

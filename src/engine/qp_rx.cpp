@@ -560,6 +560,19 @@ void Qp::rx_deliver_atomic_response() {
 // The framer found the segment whole and valid (with CRCs: its CRC matched).
 void Qp::seg_end() {
   ++stats_.rx_fpdus;
+  stats_.count(UIW_CNT_RX_FPDUS);
+  switch (static_cast<wire::Opcode>(rx_opcode_ & wire::kRdmapMaskOpcode)) {
+    case wire::Opcode::RdmaWrite:
+    case wire::Opcode::ReadResponse:
+    case wire::Opcode::Send:
+    case wire::Opcode::SendInv:
+    case wire::Opcode::SendSe:
+    case wire::Opcode::SendSeInv:
+      stats_.count(UIW_CNT_PLACED_BYTES, rx_payload_len_);
+      break;
+    default:
+      break;
+  }
   rx_first_seen_ = true;
   tx_framer_->peer_frame_seen();
   seg_st_ = SegSt::Idle;
@@ -648,6 +661,7 @@ void Qp::rx_deliver_terminate() {
   const size_t n = std::min<size_t>(rx_payload_len_, rx_term_.size());
   wire::decode_terminate({rx_term_.data(), n}, &t);
   term_rcvd_ = t;
+  stats_.count(terminate_counter(t.cause.layer, false));
   // RDMAP §5.4: the stream is over; everything outstanding completes in error.
   rx_drain_ = true;
   enter_error(QpEvent::TerminateReceived);

@@ -41,6 +41,7 @@ void Qp::fill_close() {
 
 void Qp::tx_commit(size_t n) {
   stats_.tx_bytes += n;
+  stats_.count(UIW_CNT_TX_BYTES, n);
   while (n > 0 && slots_used_ > 0) {
     TxSlot& s = slots_[slot_head_];
     iovec& v = tx_out_.iov[tx_out_.begin];
@@ -514,6 +515,7 @@ void Qp::build_terminate() {
   h.qn = wire::kQnTerminate;
   h.msn = tx_msn_[wire::kQnTerminate]++;
   const size_t body = wire::encode_terminate(term_body_, *term_sent_);
+  stats_.count(terminate_counter(term_sent_->cause.layer, true));
   TxSlot& s = begin_slot(SlotDone::Terminate, 0);
   const size_t hlen = wire::encode_segment_header(s.hdr + kFramePrefix, h);
   tx_framer_->add_header(s, hlen, hlen + body);

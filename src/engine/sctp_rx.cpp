@@ -70,6 +70,7 @@ size_t SctpRx::feed(std::span<const uint8_t> in) {
 
 void SctpRx::feed_message(uint32_t ppid, std::span<const uint8_t> msg) {
   stats_.rx_bytes += msg.size();
+  stats_.count(UIW_CNT_RX_BYTES, msg.size());
   if (seg_.draining()) return;  // RFC 5041 §7.1: after an error, drop silently
   if (msg.size() < wire::kDdpSsnSize) {
     seg_.llp_fail(kStreamLost);

@@ -29,6 +29,7 @@ bool SctpTx::add_payload(TxFrame& f, const uint8_t* p, size_t len, bool) {
 void SctpTx::end(TxFrame& f, size_t) {
   wire::store_be16(f.hdr, ssn_++);
   ++stats_.tx_fpdus;
+  stats_.count(UIW_CNT_TX_FPDUS);
 }
 
 // Frames dropped unsent give their DDP-SSNs back: the next chunk (a Terminate) must follow the

@@ -85,13 +85,13 @@ struct alignas(64) Registry::Slot {
   std::atomic<uint64_t> iova{0};
   std::atomic<uint64_t> length{0};
   std::atomic<uint32_t> pins[2]{};  // live Pins per epoch (see Registry::pin)
-  uint8_t last_key = 0;           // guarded by mu_: a re-registration never reuses it
+  uint8_t last_key = 0;             // guarded by mu_: a re-registration never reuses it
   // Guarded by mu_ (check() never needs them: an unbound window is simply not valid).
   bool window = false;
   MwType mw_type = MwType::Type1;
-  bool bound = false;    // window: bound to the region in slot `parent`
-  uint32_t parent = 0;   // window: slot number of that region
-  uint32_t windows = 0;  // region: windows bound to it
+  bool bound = false;     // window: bound to the region in slot `parent`
+  uint32_t parent = 0;    // window: slot number of that region
+  uint32_t windows = 0;   // region: windows bound to it
   bool changing = false;  // region: a reregister() waits for its old Pins
 };
 

@@ -1,6 +1,7 @@
 // Test support: two engine Qps connected by an in-memory byte pump (no sockets, no threads).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -23,6 +24,7 @@ struct Side {
     c.recv_cq = &rcq;
     c.rq = &rq;
     c.on_event = [this](QpEvent e) { events.push_back(e); };
+    c.counters = counters.data();
     qp = std::make_unique<Qp>(c);
   }
   memory::Stag reg_mr(std::vector<uint8_t>& buf, uint32_t access) {
@@ -47,6 +49,7 @@ struct Side {
   uint32_t pd = 0;
   CompletionQueue scq, rcq;
   ReceiveQueue rq;
+  std::array<uint64_t, UIW_CNT_NUM> counters{};  // this side's context counters (uiw-abi.h)
   std::unique_ptr<Qp> qp;
   std::vector<QpEvent> events;
 };

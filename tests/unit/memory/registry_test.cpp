@@ -360,8 +360,7 @@ TEST_F(RegistryTest, ReregisterChangesWhatItNamesAndKeepsTheStag) {
             AccessResult::StreamMismatch);  // the stream association stays
 
   ASSERT_EQ(reg_.reregister(stag_, {.access = kLocalWrite | kRemoteRead}), 0);
-  EXPECT_EQ(reg_.check(stag_, pd_, 7, kRemoteWrite, 0x5000, 1).result,
-            AccessResult::AccessDenied);
+  EXPECT_EQ(reg_.check(stag_, pd_, 7, kRemoteWrite, 0x5000, 1).result, AccessResult::AccessDenied);
   EXPECT_EQ(reg_.check(stag_, pd_, 7, kRemoteRead, 0x5000, 1).host, other.data());
 
   const uint32_t pd2 = reg_.alloc_pd();
@@ -431,8 +430,8 @@ TEST(RegistryConcurrency, PinsRacingReregisterSeeOneTranslationWhole) {
   const uint32_t pd = reg.alloc_pd();
   std::array<std::array<uint8_t, 256>, 2> bufs{};
   int err = 0;
-  const Stag stag = reg.register_region(pd, bufs[0].data(), 256, 0x1000,
-                                        kLocalWrite | kRemoteWrite, &err);
+  const Stag stag =
+      reg.register_region(pd, bufs[0].data(), 256, 0x1000, kLocalWrite | kRemoteWrite, &err);
   ASSERT_EQ(err, 0);
   std::array<std::atomic<int>, 2> live{};
   std::atomic<bool> stop{false};
@@ -460,8 +459,8 @@ TEST(RegistryConcurrency, PinsRacingReregisterSeeOneTranslationWhole) {
     });
   // Until both sides did enough: the readers may start after many rounds.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  for (int round = 1; (round <= 2000 || pins.load() < 20000) &&
-                      std::chrono::steady_clock::now() < deadline;
+  for (int round = 1;
+       (round <= 2000 || pins.load() < 20000) && std::chrono::steady_clock::now() < deadline;
        ++round) {
     const int to = round & 1;
     ASSERT_EQ(reg.reregister(stag, {.translation = {{bufs[to].data(), 256, 0x1000}}}), 0);
