@@ -9,7 +9,7 @@ allow_local_sources
 
 export PYTHONPATH=$UIW_ROOT/pyverbs-tests/suite PYTHONDONTWRITEBYTECODE=1
 rc=0
-timeout -k 5 850 /usr/bin/python3 -m unittest -v ${PYVERBS_SUITE_TESTS:-test_uiw_verbs test_uiw_traffic test_uiw_cm} \
+timeout -k 5 850 /usr/bin/python3 -m unittest -v ${PYVERBS_SUITE_TESTS:-test_uiw_verbs test_uiw_traffic test_uiw_extensions test_uiw_cm} \
   >suite.log 2>&1 || rc=$?
 grep -E " \.\.\. " suite.log || true
 /usr/bin/python3 "$UIW_ROOT/pyverbs-tests/summarize.py" suite.log 600 || true
