@@ -141,6 +141,47 @@ class ExtensionTest(PairTest):
         self.assertTrue(t.guards_intact())
         mw.close()
 
+    def bind_type2(self, t, wr_id, access):
+        mw = MW(self.b.pd, e.IBV_MW_TYPE_2)
+        wr = SendWR(wr_id=wr_id, opcode=e.IBV_WR_BIND_MW, send_flags=e.IBV_SEND_SIGNALED)
+        wr.set_bind_wr(mw, MWBindInfo(t.mr, t.addr, 1024, access))
+        self.b.qp.post_send(wr)
+        self.expect_wc(self.b, wr_id, e.IBV_WC_SUCCESS, "type 2 bind", e.IBV_WC_BIND_MW)
+        return mw, wr.rkey
+
+    def test_memory_window_invalidated_by_send_with_invalidate(self):
+        # RFC 5040 §5.3: the peer's Send with Invalidate names the window; the receive completes
+        # with IBV_WC_WITH_INV and that rkey, and the window is dead from then on.
+        t = Region(self.b.pd, 4096, WINDOWED)
+        mw, rkey = self.bind_type2(t, 70, e.IBV_ACCESS_REMOTE_WRITE)
+        self.write_through(72, rkey, t.addr, pattern(8, 32))
+        self.b.post_recv(74, [self.rb.sge(64)])
+        self.ra.write(pattern(2, 16))
+        self.a.post_send(75, e.IBV_WR_SEND_WITH_INV, [self.ra.sge(16)], inv=rkey)
+        self.expect_wc(self.a, 75, e.IBV_WC_SUCCESS, "Send with Invalidate")
+        wc = self.expect_wc(self.b, 74, e.IBV_WC_SUCCESS, "its receive", e.IBV_WC_RECV, 16)
+        self.assertTrue(wc.wc_flags & e.IBV_WC_WITH_INV)
+        self.assertEqual(wc.imm_data, rkey, "invalidated_rkey")  # pyverbs: the same union
+        self.ra.write(pattern(9, 32))
+        self.a.post_send(76, e.IBV_WR_RDMA_WRITE, [self.ra.sge(32)], (rkey, t.addr))
+        self.expect_wc(self.a, 76, e.IBV_WC_SUCCESS, "Write to the invalidated window (local)")
+        self.assertEqual(self.b.next_async(20), e.IBV_EVENT_QP_FATAL)
+        self.assertEqual(t.read(32), pattern(8, 32))  # nothing placed after the invalidation
+        mw.close()
+
+    def test_memory_window_without_remote_write(self):
+        # A window bound for remote read only: a Write through it is refused (RFC 5040 §5.1
+        # access rights), the responder's QP is fatal and nothing is placed.
+        t = Region(self.b.pd, 4096, WINDOWED)
+        mw, rkey = self.bind_type2(t, 80, e.IBV_ACCESS_REMOTE_READ)
+        self.ra.write(pattern(1, 64))
+        self.a.post_send(81, e.IBV_WR_RDMA_WRITE, [self.ra.sge(64)], (rkey, t.addr))
+        self.expect_wc(self.a, 81, e.IBV_WC_SUCCESS, "Write through a read-only window (local)")
+        self.assertEqual(self.b.next_async(20), e.IBV_EVENT_QP_FATAL)
+        self.assertEqual(t.read(64), fill(64))
+        self.assertTrue(t.guards_intact())
+        mw.close()
+
     def test_rereg_translation_and_access(self):
         t = Region(self.b.pd, 4096, REMOTE)
         other = Region(self.b.pd, 4096, REMOTE)
