@@ -299,6 +299,7 @@ class Qp final : private SegmentRx {
     Begin begin = nullptr;
     Handler deliver = nullptr;
     bool handled = false;
+    bool places = false;  // the payload is data placed for the ULP (UIW_CNT_PLACED_BYTES)
   };
   static const std::array<RxOp, 16> kRxOps;
   bool rx_begin_write();

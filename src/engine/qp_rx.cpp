@@ -254,18 +254,18 @@ void Qp::rx_process_header() {
 // wire (tagged or not, its queue, its header), and rx_process_header refuses the opcodes it marks
 // invalid before a row here is used. A new opcode is a row in both tables and its handlers.
 constexpr std::array<Qp::RxOp, 16> Qp::kRxOps = {{
-    {&Qp::rx_begin_write, nullptr, true},  // RFC 5040 §5.1: placed, never delivered
-    {&Qp::rx_begin_read_request, &Qp::rx_deliver_read_request, true},
-    {&Qp::rx_begin_read_response, &Qp::rx_deliver_read_response, true},
-    {&Qp::rx_begin_send, &Qp::rx_deliver_send, true},  // Send
-    {&Qp::rx_begin_send, &Qp::rx_deliver_send, true},  // Send with Invalidate
-    {&Qp::rx_begin_send, &Qp::rx_deliver_send, true},  // Send with Solicited Event
-    {&Qp::rx_begin_send, &Qp::rx_deliver_send, true},  // Send with Solicited Event and Invalidate
-    {&Qp::rx_begin_terminate, &Qp::rx_deliver_terminate, true},
-    {&Qp::rx_begin_immediate, &Qp::rx_deliver_immediate, true},  // RFC 7306 §6
-    {&Qp::rx_begin_immediate, &Qp::rx_deliver_immediate, true},  // ... with Solicited Event
-    {&Qp::rx_begin_atomic_request, &Qp::rx_deliver_atomic_request, true},    // RFC 7306 §5.2.1
-    {&Qp::rx_begin_atomic_response, &Qp::rx_deliver_atomic_response, true},  // §5.2.2
+    {&Qp::rx_begin_write, nullptr, true, true},  // RFC 5040 §5.1: placed, never delivered
+    {&Qp::rx_begin_read_request, &Qp::rx_deliver_read_request, true, false},
+    {&Qp::rx_begin_read_response, &Qp::rx_deliver_read_response, true, true},
+    {&Qp::rx_begin_send, &Qp::rx_deliver_send, true, true},  // Send
+    {&Qp::rx_begin_send, &Qp::rx_deliver_send, true, true},  // Send with Invalidate
+    {&Qp::rx_begin_send, &Qp::rx_deliver_send, true, true},  // Send with Solicited Event
+    {&Qp::rx_begin_send, &Qp::rx_deliver_send, true, true},  // ... and Invalidate
+    {&Qp::rx_begin_terminate, &Qp::rx_deliver_terminate, true, false},
+    {&Qp::rx_begin_immediate, &Qp::rx_deliver_immediate, true, false},              // RFC 7306 §6
+    {&Qp::rx_begin_immediate, &Qp::rx_deliver_immediate, true, false},              // ... with SE
+    {&Qp::rx_begin_atomic_request, &Qp::rx_deliver_atomic_request, true, false},    // §5.2.1
+    {&Qp::rx_begin_atomic_response, &Qp::rx_deliver_atomic_response, true, false},  // §5.2.2
 }};
 
 // Pre-placement validation and choice of the destination (RFC 5041 §7.1, RFC 5040 §7.2), by
@@ -561,18 +561,8 @@ void Qp::rx_deliver_atomic_response() {
 void Qp::seg_end() {
   ++stats_.rx_fpdus;
   stats_.count(UIW_CNT_RX_FPDUS);
-  switch (static_cast<wire::Opcode>(rx_opcode_ & wire::kRdmapMaskOpcode)) {
-    case wire::Opcode::RdmaWrite:
-    case wire::Opcode::ReadResponse:
-    case wire::Opcode::Send:
-    case wire::Opcode::SendInv:
-    case wire::Opcode::SendSe:
-    case wire::Opcode::SendSeInv:
-      stats_.count(UIW_CNT_PLACED_BYTES, rx_payload_len_);
-      break;
-    default:
-      break;
-  }
+  if (kRxOps[rx_opcode_ & wire::kRdmapMaskOpcode].places)
+    stats_.count(UIW_CNT_PLACED_BYTES, rx_payload_len_);
   rx_first_seen_ = true;
   tx_framer_->peer_frame_seen();
   seg_st_ = SegSt::Idle;
