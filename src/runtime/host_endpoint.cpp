@@ -29,6 +29,7 @@ HostEndpoint::HostEndpoint(uint32_t qpn, Progress* driver, uint32_t sq_depth, ui
   c.send_cq = &scq_;
   c.recv_cq = &rcq_;
   c.rq = &rq_;
+  c.counters = counters_;
   qp_ = std::make_unique<QueuePair>(c);
 }
 

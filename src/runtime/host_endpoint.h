@@ -4,6 +4,7 @@
 // provider runs the same QueuePair over the socket uiw.ko hands over.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -53,6 +54,11 @@ class HostEndpoint {
   engine::Qp& qp() { return qp_->engine_unlocked(); }
   memory::Registry& registry() { return registry_; }
   const transport::MpaResult& mpa() const { return mpa_; }
+  // This endpoint's counters (enum uiw_counter), kept as a provider context keeps the page
+  // rdma statistic reads, so host tools and the bench pay what the provider pays.
+  uint64_t counter(uiw_counter c) {
+    return std::atomic_ref<uint64_t>(counters_[c]).load(std::memory_order_relaxed);
+  }
 
  private:
   HostEndpoint(uint32_t qpn, Progress* driver, uint32_t sq_depth, uint32_t cq_depth);
@@ -63,6 +69,7 @@ class HostEndpoint {
   uint32_t pd_;
   engine::CompletionQueue scq_, rcq_;
   engine::ReceiveQueue rq_{4096, false};
+  alignas(64) uint64_t counters_[UIW_CNT_NUM] = {};
   std::unique_ptr<Progress> own_progress_;  // before qp_: the QueuePair leaves it when destroyed
   Progress* driver_ = nullptr;              // own_progress_, a shared one, or none (busy-poll)
   std::unique_ptr<QueuePair> qp_;

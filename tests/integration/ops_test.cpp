@@ -88,6 +88,7 @@ class OpsTest : public testing::TestWithParam<Mode> {
 };
 
 TEST_P(OpsTest, SendEverySize) {
+  uint64_t placed = 0;
   for (size_t size : sizes()) {
     SCOPED_TRACE(size);
     std::vector<uint8_t> src(size), dst(size + 32, 0xEE);
@@ -115,7 +116,13 @@ TEST_P(OpsTest, SendEverySize) {
     EXPECT_EQ(rc[0].byte_len, size);
     ASSERT_TRUE(uiw::test::same_bytes(dst.data(), src.data(), size));
     for (size_t g = size; g < dst.size(); ++g) ASSERT_EQ(dst[g], 0xEE);
+    placed += size;
   }
+  // The endpoint keeps the counters a provider context keeps for rdma statistic.
+  EXPECT_EQ(server->counter(UIW_CNT_PLACED_BYTES), placed);
+  EXPECT_EQ(server->counter(UIW_CNT_RX_FPDUS), client->counter(UIW_CNT_TX_FPDUS));
+  EXPECT_EQ(server->counter(UIW_CNT_RX_BYTES), client->counter(UIW_CNT_TX_BYTES));
+  EXPECT_GE(server->counter(UIW_CNT_RX_FPDUS), sizes().size());
 }
 
 TEST_P(OpsTest, WriteEverySizeWithMaxSgesThenSend) {
