@@ -92,26 +92,6 @@ term_pair() {
   expect "$1-server" '^PASS$'
 }
 
-# rping_pair NAME SERVER_ADDR CLIENT_ADDR PORT COUNT SIZE: rping -V with COUNT verified
-# ping-pongs of SIZE bytes; both sides must report COUNT lines and no error (rping's own exit
-# race after a complete run is accepted: rping_exit_race).
-rping_pair() {
-  local name=$1 saddr=$2 caddr=$3 port=$4 count=$5 size=$6 side n
-  local EXIT_ACCEPT="rping_exit_race $count"
-  start_bg "$name-server" rping -s -a "$saddr" -p "$port" -C "$count" -S "$size" -V -v
-  wait_cm_listen "$port"
-  run_fg "$name-client" 600 rping -c -a "$saddr" -I "$caddr" -p "$port" -C "$count" -S "$size" -V -v
-  wait_bg "$name-server" 60
-  for side in client server; do
-    n=$(grep -c 'ping data: rdma-ping-' "$name-$side.log" || true)
-    [ "$n" = "$count" ] || { show "$name-$side" | tail -n 20; fail "$name $side: $n ping lines, want $count"; }
-    if grep -Eiq 'mismatch|error|fail' "$name-$side.log"; then
-      show "$name-$side" | tail -n 20
-      fail "$name $side reported an error"
-    fi
-  done
-  log "PASS $name: $count x $size bytes verified ($caddr -> $saddr)"
-}
 
 # The device a process runs its QP on with perftest -R is not the one its -d names: perftest
 # resolves the server's address without binding its own first (--source_ip does not change

@@ -114,6 +114,29 @@ rping_exit_race() {
   ! grep -v '^rdma_get_cm_event: Bad file descriptor' "$2.log" | grep -Eiq 'mismatch|error|fail'
 }
 
+# rping_pair NAME SERVER_ADDR CLIENT_ADDR PORT COUNT SIZE: COUNT verified round trips of SIZE
+# octets (rping -V -v on both sides), the client bound to CLIENT_ADDR (empty: not bound). Each side
+# must print COUNT ping lines and no error; rping's own exit race after a complete run is
+# accepted (rping_exit_race).
+rping_pair() {
+  local name=$1 saddr=$2 caddr=$3 port=$4 count=$5 size=$6 side n bind=()
+  local EXIT_ACCEPT="rping_exit_race $count"
+  [ -z "$caddr" ] || bind=(-I "$caddr")
+  start_bg "$name-server" rping -s -a "$saddr" -p "$port" -C "$count" -S "$size" -V -v
+  wait_cm_listen "$port"
+  run_fg "$name-client" 600 rping -c -a "$saddr" "${bind[@]}" -p "$port" -C "$count" -S "$size" -V -v
+  wait_bg "$name-server" 60
+  for side in client server; do
+    n=$(grep -c 'ping data: rdma-ping-' "$name-$side.log" || true)
+    [ "$n" = "$count" ] || { show "$name-$side" | tail -n 20; fail "$name $side: $n ping lines, want $count"; }
+    if grep -Eiq 'mismatch|error|fail' "$name-$side.log"; then
+      show "$name-$side" | tail -n 20
+      fail "$name $side reported an error"
+    fi
+  done
+  log "PASS $name: $count x $size bytes verified (${caddr:-unbound} -> $saddr)"
+}
+
 # wait_bg NAME [SECS]: waits for NAME (default 60 s); fails the test if it does not end or
 # exits non-zero (unless EXIT_ACCEPT accepts it).
 wait_bg() {

@@ -31,18 +31,5 @@ fi
 expect uiwsiw7 'transport:[[:space:]]+iWARP' "uiwsiw7 is not an iWARP device to libibverbs"
 
 # Traffic: rping server on rnic7 (its address is on rnic7's netdev only), client on uiw1.
-port=7177
-start_bg server rping -s -a 10.99.7.1 -p $port -C 20 -V -v
-wait_cm_listen $port
-run_fg client 120 rping -c -a 10.99.7.1 -I "$UIW1_ADDR" -p $port -C 20 -V -v
-wait_bg server 30
-for side in client server; do
-  n=$(grep -c 'ping data: rdma-ping-' $side.log || true)
-  [ "$n" = 20 ] || { show $side; fail "$side reported $n ping lines, want 20"; }
-done
-if grep -Eiq 'mismatch|error|fail' client.log server.log; then
-  show client
-  show server
-  fail "rping reported an error"
-fi
+rping_pair rnic7 10.99.7.1 "$UIW1_ADDR" 7177 20 64
 log "PASS: rnic7 (a uiw device by driver) served 20 verified pings; uiwsiw7 left to siw"
