@@ -400,6 +400,23 @@ pair_exits_ok() {
   done
 }
 
+# perftest_sides_ok NAME SERVER_DEV CLIENT_DEV: both sides of the perftest run NAME
+# (NAME-server.log, NAME-client.log) ran over iWARP, named their device and printed no error;
+# perftest's own leak without -R (PERFTEST_LEAK) is judged by pair_exits_ok, not here.
+perftest_sides_ok() {
+  local name=$1 side
+  for side in client server; do
+    expect "$name-$side" 'Transport type : IW' "$name $side did not run over iWARP"
+    if grep -Ev "$PERFTEST_LEAK" "$name-$side.log" |
+      grep -Eiq 'failed|bad wc|error|unable|not supported'; then
+      show "$name-$side"
+      fail "$name $side reported an error"
+    fi
+  done
+  expect "$name-server" "Device +: $2" "$name server not on $2"
+  expect "$name-client" "Device +: $3" "$name client not on $3"
+}
+
 # perftest_run TOOL DEV ADDR PORT SIZE ITERS [ARGS...]: a perftest bandwidth TOOL (ib_write_bw,
 # ib_send_bw, ib_read_bw) connected with rdma_cm (-R, which iWARP requires): server on DEV, the
 # client on DEV connecting to ADDR:PORT, as a perftest_pair named TOOL (a clock calibration

@@ -16,14 +16,7 @@ for tool in ib_write_bw ib_read_bw ib_send_bw; do
   wait_dev_listen "$UIW0_DEV" $port
   run_fg "$tool-client" 120 "$tool" "${args[@]}" "$UIW0_ADDR"
   wait_bg "$tool-server" 30
-  for side in client server; do
-    expect "$tool-$side" 'Transport type : IW' "$tool $side did not run over iWARP"
-    expect "$tool-$side" "Device +: $UIW0_DEV" "$tool $side did not use $UIW0_DEV"
-    if grep -Eiq 'failed|bad wc|error' "$tool-$side.log"; then
-      show "$tool-$side"
-      fail "$tool $side reported an error"
-    fi
-  done
+  perftest_sides_ok "$tool" "$UIW0_DEV" "$UIW0_DEV"
   perftest_bw "$tool-client" 65536 500 >/dev/null
   log "$tool over $UIW0_DEV: $BW MB/s average"
   port=$((port + 1))

@@ -28,16 +28,7 @@ pair() {
     "$tool" -R -d "$UIW1_DEV" -p @PORT@ --source_ip "$UIW1_ADDR" "$@" "$UIW0_ADDR"
   port=$((PAIR_PORT + 1))
   pair_exits_ok "$name"
-  local side
-  for side in client server; do
-    expect "$name-$side" 'Transport type : IW' "$name $side did not run over iWARP"
-    if grep -Eiq 'failed|bad wc|error' "$name-$side.log"; then
-      show "$name-$side"
-      fail "$name $side reported an error"
-    fi
-  done
-  expect "$name-server" "Device +: $UIW0_DEV" "$name server not on $UIW0_DEV"
-  expect "$name-client" "Device +: $UIW1_DEV" "$name client not on $UIW1_DEV"
+  perftest_sides_ok "$name" "$UIW0_DEV" "$UIW1_DEV"
 }
 
 # lat_line NAME SIZE ITERS: the client's result row (#bytes #iterations t_min t_max t_typical

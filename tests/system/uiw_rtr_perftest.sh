@@ -13,21 +13,13 @@ port=18640
 # run NAME TOOL ARGS...: server on uiw0, client on uiw1 -> uiw0's address (perftest_pair).
 # Without -R ib_send_* end with perftest's own leak (PERFTEST_LEAK): accepted, nothing else.
 run() {
-  local name=$1 tool=$2 side
+  local name=$1 tool=$2
   shift 2
   perftest_pair "$name" wait_tcp_listen $port "$tool" -d "$UIW0_DEV" -x 0 -p @PORT@ "$@" -- \
     "$tool" -d "$UIW1_DEV" -x 0 -p @PORT@ "$@" "$UIW0_ADDR"
   port=$((PAIR_PORT + 1))
   pair_exits_ok "$name" leak
-  for side in client server; do
-    expect "$name-$side" 'Transport type : IW' "$name $side did not run over iWARP"
-    if grep -Ev "$PERFTEST_LEAK" "$name-$side.log" | grep -Eiq 'failed|bad wc|error|unable'; then
-      show "$name-$side"
-      fail "$name $side reported an error"
-    fi
-  done
-  expect "$name-server" "Device +: $UIW0_DEV" "$name server not on $UIW0_DEV"
-  expect "$name-client" "Device +: $UIW1_DEV" "$name client not on $UIW1_DEV"
+  perftest_sides_ok "$name" "$UIW0_DEV" "$UIW1_DEV"
 }
 
 # lat NAME: the t_typical column (usec) of the client's 2-byte row.
