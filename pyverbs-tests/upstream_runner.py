@@ -6,10 +6,12 @@ hanging the run. The upstream tests themselves are not modified.
 usage: upstream_runner.py TESTS_DIR [run_tests.py arguments, e.g. --dev uiw0 -v]
 Environment: UPSTREAM_TEST_LIMIT (seconds per test, default 120).
 """
+import atexit
 import faulthandler
 import os
 import signal
 import sys
+import time
 import unittest
 from importlib.machinery import SourceFileLoader
 
@@ -18,6 +20,15 @@ sys.path.insert(0, tests_dir)
 from args_parser import parser  # noqa: E402  (the suite's own parser)
 
 LIMIT = int(os.environ.get("UPSTREAM_TEST_LIMIT", "120"))
+durations = {}
+
+
+@atexit.register
+def print_slowest():
+    # Where the suite's minutes go under TCG: the ten slowest tests, after unittest's summary.
+    slowest = sorted(durations.items(), key=lambda kv: kv[1], reverse=True)[:10]
+    for test_id, secs in slowest:
+        print(f"slowest: {secs:6.1f}s {test_id}", file=sys.stderr)
 
 
 class TimedResult(unittest.TextTestResult):
@@ -29,11 +40,13 @@ class TimedResult(unittest.TextTestResult):
         signal.alarm(LIMIT)
         # If the alarm cannot interrupt (e.g. a retried system call), dump stacks and exit.
         faulthandler.dump_traceback_later(LIMIT * 3, exit=True)
+        self.started = time.monotonic()
         super().startTest(test)
 
     def stopTest(self, test):
         signal.alarm(0)
         faulthandler.cancel_dump_traceback_later()
+        durations[test.id()] = time.monotonic() - self.started
         super().stopTest(test)
 
 

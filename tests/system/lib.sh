@@ -8,7 +8,8 @@ set -euo pipefail
   exit 2
 }
 
-log() { echo "# $*"; }
+# Seconds since the test started on every line: where a test spends its time under TCG.
+log() { echo "# +${SECONDS}s $*"; }
 fail() {
   if [ -n "${FAIL_HOOK:-}" ]; then
     local hook=$FAIL_HOOK

@@ -34,6 +34,8 @@ unittest_counts upstream.log
 log "upstream pyverbs suite on $dev: ran ${ran:-?}: ok $ok, failed $failed, errors $errors, skipped $skipped ($summary)"
 # Skip reasons, most common first.
 grep -aoE ' \.\.\. skipped .*' upstream.log | sort | uniq -c | sort -rn | head -n 30 || true
+# The ten slowest tests (upstream_runner.py), where the run's minutes go.
+grep -a '^slowest: ' upstream.log || true
 [ "$rc" != 124 ] || fail "the upstream suite hung (killed after 2200 s)"
 [ -n "$ran" ] || { tail -n 40 upstream.log; fail "the upstream suite crashed (exit $rc, no summary)"; }
 # Every failing test must be a listed iWARP limit (pyverbs-tests/upstream_iwarp_limits.txt).
@@ -51,6 +53,9 @@ while read -r id; do
     unexpected+=("$id")
   fi
 done < <(sed -n 's/^\(FAIL\|ERROR\): [^ ]* (\([^)]*\)).*/\2/p' upstream.log | sort -u)
+# What the provider reported on stderr during the run (connection failures, fatal events), for
+# an unexpected failure whose traceback shows only a flushed completion.
+[ ${#unexpected[@]} = 0 ] || grep -a -o 'uiw: .*' upstream.log | sort | uniq -c | head -n 20 || true
 # The ids once more as the last lines: CI keeps only the end of a failed test's output.
 [ "$dev" != "$UIW0_DEV" ] || [ ${#unexpected[@]} = 0 ] ||
   fail "${#unexpected[@]} upstream tests failed on uiw: ${unexpected[*]}"
