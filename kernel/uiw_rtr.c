@@ -408,12 +408,19 @@ static int uiw_rtr_sock_connect(struct uiw_cep *cep, const union ib_gid *src,
 	int rv = -EADDRNOTAVAIL;
 
 	for (i = 0; i < n; i++) {
+		u16 port = UIW_RTR_SRC_PORT_MIN + (first + i) % n;
 		const struct cred *old;
 		struct socket *s;
 		bool sctp;
 
-		uiw_gid_sockaddr(src, UIW_RTR_SRC_PORT_MIN + (first + i) % n,
-				 udev->netdev->ifindex, &laddr);
+		/*
+		 * Never from the service port: towards our own address while no responder
+		 * listens there yet, TCP connects the socket to itself (simultaneous open,
+		 * RFC 793 §3.4) and the initiator reads its own Request as the Reply.
+		 */
+		if (port == READ_ONCE(rtr_port))
+			continue;
+		uiw_gid_sockaddr(src, port, udev->netdev->ifindex, &laddr);
 		rv = uiw_sock_create(udev, raddr->ss_family, &s);
 		if (rv)
 			return rv;
