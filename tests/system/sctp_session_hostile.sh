@@ -110,7 +110,7 @@ EOF
 # case NAME WANT: WANT is "terminate" or "silent".
 hostile() {
   local name=$1 want=$2 out
-  run_fg "peer-$name" 120 python3 peer.py "$UIW0_ADDR" $port "$name"
+  run_fg "peer-$name" 120 /usr/bin/python3 peer.py "$UIW0_ADDR" $port "$name"
   out=$(cat "peer-$name.log")
   log "$name: $(echo "$out" | tr '\n' ';')"
   # The association ends: ABORT (reset) or SHUTDOWN (eof), not a hang.

@@ -29,7 +29,7 @@ for port in range(512, 1024):
 print("holding", len(held), "ports", flush=True)
 time.sleep(600)
 PY
-start_bg port-holder python3 hold_ports.py "$UIW0_ADDR"
+start_bg port-holder /usr/bin/python3 hold_ports.py "$UIW0_ADDR"
 for ((i = 0; i < 100; i++)); do
   grep -q '^holding' port-holder.log && break
   kill -0 "${BG_PID[port-holder]}" 2>/dev/null || { show port-holder; fail "the port holder stopped"; }
