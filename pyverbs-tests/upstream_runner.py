@@ -29,6 +29,14 @@ def print_slowest():
     slowest = sorted(durations.items(), key=lambda kv: kv[1], reverse=True)[:10]
     for test_id, secs in slowest:
         print(f"slowest: {secs:6.1f}s {test_id}", file=sys.stderr)
+    # And per module (tests.test_mlx5_cq...): what loading a module whose tests all skip costs.
+    modules = {}
+    for test_id, secs in durations.items():
+        module = test_id.rsplit(".", 2)[0]
+        count, total = modules.get(module, (0, 0.0))
+        modules[module] = (count + 1, total + secs)
+    for module, (count, total) in sorted(modules.items(), key=lambda kv: kv[1][1], reverse=True)[:15]:
+        print(f"slowest module: {total:6.1f}s {count:3d} tests {module}", file=sys.stderr)
 
 
 class TimedResult(unittest.TextTestResult):

@@ -34,8 +34,8 @@ unittest_counts upstream.log
 log "upstream pyverbs suite on $dev: ran ${ran:-?}: ok $ok, failed $failed, errors $errors, skipped $skipped ($summary)"
 # Skip reasons, most common first.
 grep -aoE ' \.\.\. skipped .*' upstream.log | sort | uniq -c | sort -rn | head -n 30 || true
-# The ten slowest tests (upstream_runner.py), where the run's minutes go.
-grep -a '^slowest: ' upstream.log || true
+# The slowest tests and modules (upstream_runner.py), where the run's minutes go.
+grep -a '^slowest' upstream.log || true
 [ "$rc" != 124 ] || fail "the upstream suite hung (killed after 2200 s)"
 [ -n "$ran" ] || { tail -n 40 upstream.log; fail "the upstream suite crashed (exit $rc, no summary)"; }
 # Every failing test must be a listed iWARP limit (pyverbs-tests/upstream_iwarp_limits.txt).
