@@ -1,6 +1,7 @@
 #include "runtime/queue_pair.h"
 
 #include <cerrno>
+#include <chrono>
 
 #include "runtime/progress.h"
 
@@ -61,11 +62,15 @@ std::optional<QueuePair::PassResult> QueuePair::run_pass(bool muted, bool wait) 
   else if (!lock.try_lock())
     return std::nullopt;
   if (!conn_) return PassResult{};
-  // A muted QP's FIN is its poller's to read, but one the poller holds (Connection::eof_held)
-  // stays this thread's to look at again: the poller may leave without a new edge to come.
-  if (muted) return PassResult{conn_->transmit(), false, !conn_->rx_closed(), conn_->eof_held()};
+  if (muted) return PassResult{conn_->transmit(), false, !conn_->rx_closed()};
   const bool moved = conn_->progress();
-  return PassResult{moved, conn_->cut_short(), !conn_->rx_closed(), conn_->eof_held()};
+  return PassResult{moved, conn_->cut_short(), !conn_->rx_closed()};
+}
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 bool QueuePair::drive(bool posted) {
@@ -85,25 +90,13 @@ bool QueuePair::drive(bool posted) {
   }
   if (!conn_) return false;
   // A QP Progress reads for: the poller only sends what is left to send (it has the CPU now,
-  // Progress would first need a wakeup), and with nothing left makes no system call. Unless a
-  // pass holds the peer's FIN until the CQs are empty (Connection::kEofHoldNs): an empty poll
-  // is the moment they may be, and this poller the one that waits for the flushes.
-  if (tx_only && !conn_->eof_held()) return !qp_.tx_idle() && conn_->transmit();
+  // Progress would first need a wakeup), and with nothing left makes no system call.
+  if (tx_only) return !qp_.tx_idle() && conn_->transmit();
   // The socket refused the last write: the write that refused raised SOCK_NOSPACE, so the
   // kernel will report the space (EPOLLOUT) and Progress sends then; a write now can only say
   // EAGAIN again.
   if (posted && progress_ && conn_->wants_write()) return false;
-  if (posted) return conn_->transmit();
-  const bool was_held = conn_->eof_held();
-  const bool moved = conn_->progress();
-  // A FIN this poll began to hold is handed to the Progress thread's timer too: the poller may
-  // arm its CQ and sleep before the FIN may be read, and no edge need come for it again (an
-  // SCTP socket tells an association's end once, in the notification this pass consumed).
-  if (!was_held && conn_->eof_held() && progress_) {
-    lock.unlock();
-    progress_->kick(this);
-  }
-  return moved;
+  return posted ? conn_->transmit() : conn_->progress();
 }
 
 void QueuePair::unpoll() {
