@@ -111,6 +111,11 @@ class Qp final : private SegmentRx {
   bool awaits_inbound() const {
     return sq_reads_.load(std::memory_order_relaxed) > 0 || (cfg_.rq && cfg_.rq->size() > 0);
   }
+  // The QP's CQs hold completions the application has not polled yet (from any thread; for a
+  // CQ shared with other QPs, theirs count too).
+  bool completions_queued() const {
+    return (cfg_.send_cq && cfg_.send_cq->size() > 0) || (cfg_.recv_cq && cfg_.recv_cq->size() > 0);
+  }
   uint32_t qp_num() const { return cfg_.qp_num; }
   const ConnParams& params() const { return params_; }
   const QpStats& stats() const { return stats_; }

@@ -4,10 +4,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 
 namespace uiw::runtime {
 
 using transport::IoStatus;
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 Connection::Connection(engine::Qp* qp, std::unique_ptr<transport::ByteStream> stream)
     : qp_(qp), stream_(std::move(stream)), stage_(kStageSize) {}
@@ -63,6 +70,8 @@ bool Connection::receive() {
     if (r.status != IoStatus::Ok) qp_->rx_cancel();
     if (r.status == IoStatus::WouldBlock) break;
     if (r.status == IoStatus::Closed) {
+      if (hold_eof()) break;
+      eof_held_ = false;
       rx_closed_ = true;
       qp_->rx_eof();
       moved = true;
@@ -106,6 +115,20 @@ bool Connection::receive() {
   }
   if (round == kRxRounds) cut_short_ = true;  // the read budget is spent, not the socket
   return moved;
+}
+
+bool Connection::hold_eof() {
+  const engine::QpState st = qp_->state();
+  // Only where rx_eof would flush: an Idle QP only records it, one in Terminate or Error has
+  // flushed already.
+  if ((st != engine::QpState::Rts && st != engine::QpState::Closing) || !qp_->completions_queued())
+    return false;
+  const int64_t now = steady_ns();
+  if (!eof_held_) {
+    eof_held_ = true;
+    eof_seen_ns_ = now;
+  }
+  return now - eof_seen_ns_ < kEofHoldNs;
 }
 
 bool Connection::transmit() {

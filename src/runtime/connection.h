@@ -25,6 +25,9 @@
 
 namespace uiw::runtime {
 
+// The steady clock in ns: the time base of the runtime (QueuePair::polled_since, Progress).
+int64_t steady_ns();
+
 struct ConnectionStats {
   uint64_t staged_reads = 0, directed_reads = 0, directed_bytes = 0, writes = 0, would_block = 0;
 };
@@ -36,6 +39,16 @@ class Connection {
   // Reads per pass: one busy connection cannot starve the transmit side or other connections.
   static constexpr int kRxRounds = 64;
   static constexpr size_t kHeaderWindow = 256;
+  // A graceful end of the peer's stream (its FIN at an FPDU boundary, or an SCTP SHUTDOWN)
+  // ends the QP and flushes every posted receive (engine::Qp::rx_eof). While the QP's CQs still
+  // hold completions, a pass that reads the FIN leaves it unread for a later pass, at most this
+  // long: an application polling a few completions at a time (ibv_rc_pingpong polls two and
+  // fails on any error among them) then takes the peer's last messages before their flushes,
+  // whoever read them (the Progress thread may read the last bytes and the FIN before the
+  // application polls again). An application that never polls still gets its flushes and fatal
+  // event. The FIN stays in the socket (a read at end of stream returns 0 again), so waiting
+  // costs one read per later pass.
+  static constexpr int64_t kEofHoldNs = 1'000'000'000;
 
   Connection(engine::Qp* qp /* Unowned, must outlive */,
              std::unique_ptr<transport::ByteStream> stream);
@@ -57,6 +70,8 @@ class Connection {
   // does not show a FIN that came with the data (Progress watches EPOLLRDHUP for that).
   bool cut_short() const { return cut_short_; }
   bool rx_closed() const { return rx_closed_; }
+  // The peer's FIN was read and is held back (kEofHoldNs): another pass reads it again.
+  bool eof_held() const { return eof_held_; }
   void abort();  // the Qp flushes, the stream is reset (RST)
 
   int fd() const { return stream_->fd(); }
@@ -66,6 +81,7 @@ class Connection {
 
  private:
   bool receive();
+  bool hold_eof();        // the FIN just read waits for a later pass (kEofHoldNs)
   void pick_read_size();  // after the staging buffer was consumed
 
   engine::Qp* const qp_;  // Unowned.
@@ -75,6 +91,8 @@ class Connection {
   bool large_fpdus_ = false;                  // read kHeaderWindow, not the whole stage
   uint64_t mode_bytes_ = 0, mode_fpdus_ = 0;  // the Qp's counters at the last decision
   bool rx_closed_ = false, tx_shut_ = false, blocked_ = false, cut_short_ = false;
+  bool eof_held_ = false;
+  int64_t eof_seen_ns_ = 0;  // steady_ns() when a held FIN was first read
   ConnectionStats stats_;
 };
 

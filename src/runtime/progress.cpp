@@ -8,6 +8,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -288,6 +289,15 @@ void Progress::check_muted_locked() {
   });
 }
 
+// No edge announces that the application polled the CQs empty, so a held FIN is looked at
+// again on a timer (and by the poller's own empty polls: QueuePair::drive).
+void Progress::check_held_locked() {
+  const int64_t now = steady_ns();
+  if (now - held_at_ns_ < std::max<int64_t>(grace_ns_, 1'000'000)) return;
+  for (uint64_t id : held_) queue_locked(id);
+  held_.clear();
+}
+
 void Progress::queue_locked(uint64_t id) {
   auto it = qps_.find(id);
   if (it == qps_.end() || it->second.queued) return;
@@ -326,8 +336,10 @@ void Progress::run() {
     // the QPs it awaits nothing from (QueuePair::handback), which the look unmutes.
     sleeping_ = !unparked && ready_.empty() && (spin_ns_ == 0 || steady_ns() >= spin_until);
     unparked = false;
-    // Asleep with muted QPs, it still looks at them once per grace period.
-    const int timeout = !sleeping_ ? 0 : muted_.empty() ? -1 : grace_ms;
+    // Asleep with muted or held QPs, it still looks at them once per grace period.
+    const int timeout = !sleeping_                        ? 0
+                        : muted_.empty() && held_.empty() ? -1
+                                                          : std::max(grace_ms, 1);
     lock.unlock();
     if (timeout != 0) follow_app();
     const int n = epoll_wait(epfd_, evs, 64, timeout);
@@ -370,6 +382,7 @@ bool Progress::dispatch_locked(std::unique_lock<std::mutex>& lock, const epoll_e
     queue_locked(id);
   }
   if (!muted_.empty()) check_muted_locked();
+  if (!held_.empty()) check_held_locked();
   // One pass for each QP ready now; those with more to read queue up again behind the rest.
   bool moved = false;
   for (size_t k = ready_.size(); k > 0 && !stop_; --k) {
@@ -397,6 +410,10 @@ bool Progress::dispatch_locked(std::unique_lock<std::mutex>& lock, const epoll_e
     }
     moved |= r->moved;
     if (!r->rx_open) it->second.hup = false;
+    if (r->eof_held && std::find(held_.begin(), held_.end(), id) == held_.end()) {
+      if (held_.empty()) held_at_ns_ = steady_ns();
+      held_.push_back(id);
+    }
     // A FIN still unread after a pass that moved bytes: the pass ended on the short read
     // of the data that came with it. (One that moved nothing waits for a kick: the Qp is
     // not reading.)

@@ -7,7 +7,9 @@
 // One cut short (its read budget spent) goes to the back of the queue for another, since no
 // new edge will announce what it left; so does one whose edge carried the peer's FIN while
 // its receive side is still open (the FIN came with data, and the short read that took the
-// data did not show it). Idle connections cost nothing.
+// data did not show it). Idle connections cost nothing. A pass that holds the peer's FIN back
+// while the QP's CQs hold completions (Connection::kEofHoldNs) is run again once per grace
+// period until the FIN is read.
 //
 // An application thread that busy-polls a CQ for a completion only the peer's bytes bring (a
 // posted receive, an unanswered Read: engine::Qp::awaits_inbound) reads its QPs' sockets itself
@@ -145,6 +147,7 @@ class Progress {
   bool mute_locked(uint64_t id, QueuePair* q);  // false: epoll_ctl failed, still watched
   void unmute_locked(uint64_t id, QueuePair* q);
   void check_muted_locked();    // unmutes the QPs nobody polled within the grace
+  void check_held_locked();     // queues the held QPs once the recheck interval passed
   int64_t grace_start() const;  // steady_ns() less the grace; INT64_MAX without one
   bool mute_if_polled_locked(uint64_t id, QueuePair* q, int64_t since);  // requires mu_
 
@@ -176,6 +179,11 @@ class Progress {
   std::atomic<bool> lease_timer_armed_{false};
   bool sleeping_ = false;        // under mu_: the thread is in epoll_wait(-1)
   std::vector<uint64_t> muted_;  // under mu_; may hold keys removed since
+  // Under mu_: QPs whose last pass held the peer's FIN (Connection::kEofHoldNs), passed again
+  // once per recheck interval (the grace, at least 1 ms) from held_at_ns_; may hold keys
+  // removed since.
+  std::vector<uint64_t> held_;
+  int64_t held_at_ns_ = 0;
   const int64_t grace_ns_;
   const int64_t spin_ns_;
   const int64_t lend_ns_;

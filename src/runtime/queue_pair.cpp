@@ -1,7 +1,6 @@
 #include "runtime/queue_pair.h"
 
 #include <cerrno>
-#include <chrono>
 
 #include "runtime/progress.h"
 
@@ -64,13 +63,7 @@ std::optional<QueuePair::PassResult> QueuePair::run_pass(bool muted, bool wait) 
   if (!conn_) return PassResult{};
   if (muted) return PassResult{conn_->transmit(), false, !conn_->rx_closed()};
   const bool moved = conn_->progress();
-  return PassResult{moved, conn_->cut_short(), !conn_->rx_closed()};
-}
-
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return PassResult{moved, conn_->cut_short(), !conn_->rx_closed(), conn_->eof_held()};
 }
 
 bool QueuePair::drive(bool posted) {
@@ -90,8 +83,10 @@ bool QueuePair::drive(bool posted) {
   }
   if (!conn_) return false;
   // A QP Progress reads for: the poller only sends what is left to send (it has the CPU now,
-  // Progress would first need a wakeup), and with nothing left makes no system call.
-  if (tx_only) return !qp_.tx_idle() && conn_->transmit();
+  // Progress would first need a wakeup), and with nothing left makes no system call. Unless a
+  // pass holds the peer's FIN until the CQs are empty (Connection::kEofHoldNs): an empty poll
+  // is the moment they may be, and this poller the one that waits for the flushes.
+  if (tx_only && !conn_->eof_held()) return !qp_.tx_idle() && conn_->transmit();
   // The socket refused the last write: the write that refused raised SOCK_NOSPACE, so the
   // kernel will report the space (EPOLLOUT) and Progress sends then; a write now can only say
   // EAGAIN again.

@@ -28,9 +28,6 @@ namespace uiw::runtime {
 // engine runs on its stream; Down: aborted, nothing moves any more.
 enum class Link : uint8_t { Waiting, Up, Down };
 
-// The steady clock in ns: the time base of QueuePair::polled_since.
-int64_t steady_ns();
-
 class QueuePair {
  public:
   explicit QueuePair(const engine::QpConfig& config);  // may throw std::bad_alloc
@@ -66,6 +63,7 @@ class QueuePair {
   // the QP.
   struct PassResult {
     bool moved = false, cut_short = false, rx_open = false;
+    bool eof_held = false;  // Connection::eof_held: a later pass must look again
   };
   std::optional<PassResult> run_pass(bool muted, bool wait);
   // A pass in this thread unless another thread holds the QP: then that thread's pass moves

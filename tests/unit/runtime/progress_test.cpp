@@ -845,5 +845,50 @@ TEST(ProgressTest, AQpALenderDrivesIsRemovedWhileThePollerGoesOn) {
   polling.join();
 }
 
+// The peer's last Send and its FIN reach a QP nobody polls at that moment (its application was
+// preempted): the Progress thread reads both, yet the next poll of two completions returns the
+// Send's alone, and only a later poll the flush of the receive behind it. ibv_rc_pingpong polls
+// two at a time and fails on an error among them after a complete run. A QP whose application
+// does not poll again still ends, once Connection::kEofHoldNs passed.
+TEST(ProgressTest, APeersLastMessageCompletesBeforeTheFlushOfItsClose) {
+  for (const bool poll_again : {true, false}) {
+    SCOPED_TRACE(poll_again ? "polled again" : "not polled again");
+    Progress p;
+    BusyPoller b(p);
+    b.post_recv();  // flushed by the close
+    b.peer_sends();
+    ASSERT_EQ(shutdown(b.peer, SHUT_WR), 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (b.side.rcq.size() == 0 && std::chrono::steady_clock::now() - t0 < 2s)
+      std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(50ms);  // the thread has read the FIN by now
+    EXPECT_EQ(b.qp.state(), engine::QpState::Rts) << "the FIN was read before the Send was polled";
+    EXPECT_EQ(b.side.rcq.size(), 1u);
+    if (!poll_again) {
+      const auto limit = std::chrono::nanoseconds(Connection::kEofHoldNs) + 3s;
+      while (b.qp.state() != engine::QpState::Error &&
+             std::chrono::steady_clock::now() - t0 < limit)
+        std::this_thread::sleep_for(1ms);
+      EXPECT_EQ(b.qp.state(), engine::QpState::Error) << "a held FIN was never read";
+      EXPECT_EQ(b.side.rcq.size(), 2u);
+      continue;
+    }
+    std::vector<engine::Completion> out;
+    auto poll_two = [&] {
+      out.assign(2, {});
+      out.resize(poll_driving([&] { return b.side.rcq.poll(out); }, [&](auto&& f) { f(b.qp); }));
+    };
+    poll_two();
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].status, engine::WcStatus::Success);
+    const auto t1 = std::chrono::steady_clock::now();
+    do poll_two();
+    while (out.empty() && std::chrono::steady_clock::now() - t1 < 2s);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].status, engine::WcStatus::WrFlushErr);
+    EXPECT_EQ(b.qp.state(), engine::QpState::Error);
+  }
+}
+
 }  // namespace
 }  // namespace uiw::runtime
