@@ -61,7 +61,9 @@ std::optional<QueuePair::PassResult> QueuePair::run_pass(bool muted, bool wait) 
   else if (!lock.try_lock())
     return std::nullopt;
   if (!conn_) return PassResult{};
-  if (muted) return PassResult{conn_->transmit(), false, !conn_->rx_closed()};
+  // A muted QP's FIN is its poller's to read, but one the poller holds (Connection::eof_held)
+  // stays this thread's to look at again: the poller may leave without a new edge to come.
+  if (muted) return PassResult{conn_->transmit(), false, !conn_->rx_closed(), conn_->eof_held()};
   const bool moved = conn_->progress();
   return PassResult{moved, conn_->cut_short(), !conn_->rx_closed(), conn_->eof_held()};
 }
@@ -91,7 +93,17 @@ bool QueuePair::drive(bool posted) {
   // kernel will report the space (EPOLLOUT) and Progress sends then; a write now can only say
   // EAGAIN again.
   if (posted && progress_ && conn_->wants_write()) return false;
-  return posted ? conn_->transmit() : conn_->progress();
+  if (posted) return conn_->transmit();
+  const bool was_held = conn_->eof_held();
+  const bool moved = conn_->progress();
+  // A FIN this poll began to hold is handed to the Progress thread's timer too: the poller may
+  // arm its CQ and sleep before the FIN may be read, and no edge need come for it again (an
+  // SCTP socket tells an association's end once, in the notification this pass consumed).
+  if (!was_held && conn_->eof_held() && progress_) {
+    lock.unlock();
+    progress_->kick(this);
+  }
+  return moved;
 }
 
 void QueuePair::unpoll() {

@@ -3,6 +3,7 @@
 // the same Progress thread must still be served and torn down at once.
 #include "runtime/progress.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -888,6 +889,104 @@ TEST(ProgressTest, APeersLastMessageCompletesBeforeTheFlushOfItsClose) {
     EXPECT_EQ(out[0].status, engine::WcStatus::WrFlushErr);
     EXPECT_EQ(b.qp.state(), engine::QpState::Error);
   }
+}
+
+// An SCTP socket tells the end of its association once, in the notification a read consumes
+// (transport::SctpStream), and a closed association reports neither readable nor writable
+// (sctp_poll); a TCP FIN keeps its socket readable. This stream models the SCTP way: its
+// readiness is a pipe's read end, readable once the test announced what the peer sent, emptied
+// by each read that finds the socket empty or at its end, and never writable.
+class AnnouncedTcpStream final : public transport::ByteStream {
+ public:
+  explicit AnnouncedTcpStream(int fd) : tcp_(fd) {
+    EXPECT_EQ(pipe2(pipe_, O_NONBLOCK | O_CLOEXEC), 0);
+  }
+  ~AnnouncedTcpStream() override {
+    close(pipe_[0]);
+    close(pipe_[1]);
+  }
+  void announce() { EXPECT_EQ(write(pipe_[1], "!", 1), 1); }
+  transport::IoResult readv(const iovec* iov, int n) override {
+    const transport::IoResult r = tcp_.readv(iov, n);
+    if (r.status == transport::IoStatus::WouldBlock || r.status == transport::IoStatus::Closed) {
+      char drain[16];
+      while (read(pipe_[0], drain, sizeof drain) > 0) {
+      }
+    }
+    return r;
+  }
+  transport::IoResult writev(const iovec* iov, int n) override { return tcp_.writev(iov, n); }
+  int fd() const override { return pipe_[0]; }
+  void shutdown_write() override { tcp_.shutdown_write(); }
+  void abort() override { tcp_.abort(); }
+  uint32_t emss() const override { return tcp_.emss(); }
+
+ private:
+  transport::TcpStream tcp_;
+  int pipe_[2] = {-1, -1};
+};
+
+// The poller of a muted QP reads the peer's last Send and then its FIN while the Send's
+// completion is still queued, so it holds the FIN (Connection::kEofHoldNs); then it takes the
+// completion, arms its CQ and sleeps. On a stream that announced its end only once, no edge comes
+// again: the Progress thread must still read the FIN (its held-FIN timer), ending the QP and
+// flushing the receive behind the Send.
+TEST(ProgressTest, AFinItsPollerHeldIsReadAfterThePollerLeavesWithoutAnotherEdge) {
+  int lfd = -1, peer = -1;
+  Progress p(ProgressKnobs{300ms});
+  engine::test::Side side{10};
+  std::vector<uint8_t> sink(64);
+  const memory::Stag key = side.reg_mr(sink, memory::kLocalWrite);
+  QueuePair qp{config_of(side, 10)};
+  auto s = std::make_unique<AnnouncedTcpStream>(loopback_connection(&lfd, &peer));
+  AnnouncedTcpStream* stream = s.get();
+  engine::ConnParams params;
+  params.initiator = true;
+  params.crc = false;  // as the FPDU below is encoded
+  ASSERT_EQ(qp.attach(std::move(s), params, &p), 0);
+  for (int i = 0; i < 2; ++i) {
+    engine::RecvWr r;
+    r.num_sge = 1;
+    r.sg_list[0] = engine::test::sge_of(sink, key);
+    ASSERT_EQ(qp.post_recv(r), 0);
+  }
+  qp.with_engine([](engine::Qp&) {});  // the pass attach queued has ended
+  qp.drive(false);                     // a poll: the next edge mutes the QP for its poller
+  wire::SegmentHeader h;
+  h.last = true;
+  h.rdmap_control = wire::rdmap_control(wire::Opcode::Send);
+  h.msn = 1;
+  std::vector<uint8_t> ulpdu(wire::segment_header_size(false) + 8, 0x42);
+  wire::encode_segment_header(ulpdu.data(), h);
+  std::vector<uint8_t> f(wire::fpdu_size(ulpdu.size()));
+  wire::encode_fpdu(f, 0, ulpdu, false, false);
+  ASSERT_EQ(write(peer, f.data(), f.size()), ssize_t(f.size()));
+  ASSERT_EQ(shutdown(peer, SHUT_WR), 0);
+  stream->announce();
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!qp.muted() && std::chrono::steady_clock::now() - t0 < 2s)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(qp.muted());
+  // A poll places the Send (its read ends short of the FIN); the next empty poll (of the send
+  // CQ, say) reads the FIN while the Send's completion is queued, and holds it.
+  qp.drive(false);
+  qp.drive(false);
+  ASSERT_EQ(qp.state(), engine::QpState::Rts);
+  std::vector<engine::Completion> out(2);
+  ASSERT_EQ(side.rcq.poll(out), 1u);
+  EXPECT_EQ(out[0].status, engine::WcStatus::Success);
+  qp.unpoll();  // the application arms its CQ and sleeps
+  const auto t1 = std::chrono::steady_clock::now();
+  while (qp.state() != engine::QpState::Error &&
+         std::chrono::steady_clock::now() - t1 <
+             std::chrono::nanoseconds(Connection::kEofHoldNs) + 2s)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(qp.state(), engine::QpState::Error) << "a FIN the poller held was never read";
+  ASSERT_EQ(side.rcq.poll(out), 1u);
+  EXPECT_EQ(out[0].status, engine::WcStatus::WrFlushErr);
+  qp.leave_progress();
+  close(peer);
+  close(lfd);
 }
 
 }  // namespace
