@@ -187,13 +187,18 @@ run_fg() {
 
 # wait_cm_listen PORT [SECS]: waits until an rdma_cm id listens on PORT (any device, any
 # address) and every iWARP device listening there has its own listener up (iw_listeners_up).
-# Needed before starting a client: a server under TCG can take seconds to start.
+# Needed before starting a client: a server under TCG can take seconds to start. Each look
+# runs three processes (rdma, ss, rdma) and parses with bash alone: under TCG a process start
+# costs 0.3-0.9 s, and the pipelines this replaced (about sixteen processes) took 1.7 s a look.
 wait_cm_listen() {
-  local port=$1 secs=${2:-30}
+  local port=$1 secs=${2:-30} ids line
   local end=$((SECONDS + secs))
+  local re="state LISTEN .*src-addr [^ ]*:$port( |$)"
   while [ $SECONDS -lt $end ]; do
-    rdma res show cm_id 2>/dev/null | grep -Eq "state LISTEN .*src-addr [^ ]*:$port( |$)" &&
-      iw_listeners_up "$port" && return 0
+    ids=$(rdma res show cm_id 2>/dev/null) || ids=
+    while read -r line; do
+      [[ $line =~ $re ]] && iw_listeners_up "$port" "$ids" && return 0
+    done <<<"$ids"
     sleep 0.2
   done
   rdma res show cm_id >&2 || true
@@ -202,8 +207,9 @@ wait_cm_listen() {
   fail "no rdma_cm listener on port $port after ${secs}s"
 }
 
-# iw_listeners_up PORT: each iWARP device (node_type rnic) whose rdma_cm id listens on PORT
-# has its own TCP or SCTP listener there. rdma_listen() marks the ids LISTEN before each
+# iw_listeners_up PORT [CM_IDS]: each iWARP device (node_type RNIC) whose rdma_cm id listens on
+# PORT has its own TCP or SCTP listener there (CM_IDS: `rdma res show cm_id` output, read here
+# if not given). rdma_listen() marks the ids LISTEN before each
 # provider listens (cma_listen_on_all, then iw_cm_listen), and a connection in between is
 # refused: the client's rdma_cm reports REJECTED, -ECONNREFUSED (and perftest 4.5 then dies
 # of a general protection fault in librdmacm). A wildcard listener is bound to the device's
@@ -213,22 +219,36 @@ wait_cm_listen() {
 # sockets live in the listening process's namespace, where ss here cannot see them
 # (wait_dev_listen looks there).
 iw_listeners_up() {
-  local port=$1 dev addr pid nd host listening rnics here
+  local port=$1 ids=${2-} line dev pid addr type listening links=
+  local re="^link ([^/ ]*)/[^ ]* .*state LISTEN .*pid ([0-9]*) .* src-addr ([^ ]*:$port)( .*)?$"
+  [ -n "$ids" ] || ids=$(rdma res show cm_id 2>/dev/null) || return 0
   listening=$(ss -Hln -t --sctp 2>/dev/null || ss -Hltn 2>/dev/null) || return 0
-  rnics=$(rdma dev show 2>/dev/null | sed -n 's/^[0-9]*: \([^:]*\): node_type rnic.*/\1/p')
-  here=$(readlink /proc/self/ns/net)
-  while read -r dev pid addr; do
-    grep -qx "$dev" <<<"$rnics" || continue
-    [ "$(readlink "/proc/$pid/ns/net" 2>/dev/null)" = "$here" ] || continue
-    nd=$(rdma link show "$dev/1" 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
-    [ -n "$nd" ] && ip link show "$nd" >/dev/null 2>&1 || continue
-    host=${addr%:*}
-    case $host in
-      0.0.0.0 | "[::]" | ::) grep -q "%$nd:$port " <<<"$listening" || return 1 ;;
-      *) grep -q ":$port " <<<"$listening" || return 1 ;;
+  while read -r line; do
+    [[ $line =~ $re ]] || continue
+    dev=${BASH_REMATCH[1]} pid=${BASH_REMATCH[2]} addr=${BASH_REMATCH[3]}
+    type=
+    read -r type 2>/dev/null <"/sys/class/infiniband/$dev/node_type" || true
+    [[ $type == *RNIC ]] || continue
+    [ "/proc/$pid/ns/net" -ef /proc/self/ns/net ] || continue
+    [ -n "$links" ] || links=$(rdma link show 2>/dev/null) || true
+    netdev_in_links "$dev" "$links"
+    [ -n "$NETDEV" ] && [ -e "/sys/class/net/$NETDEV" ] || continue
+    case ${addr%:*} in
+      0.0.0.0 | "[::]" | ::) [[ $listening == *"%$NETDEV:$port "* ]] || return 1 ;;
+      *) [[ $listening == *":$port "* ]] || return 1 ;;
     esac
-  done < <(rdma res show cm_id 2>/dev/null |
-    sed -n "s|^link \([^/ ]*\)/[^ ]* .*state LISTEN .*pid \([0-9]*\) .* src-addr \([^ ]*:$port\)\( .*\)\{0,1\}$|\1 \2 \3|p")
+  done <<<"$ids"
+}
+
+# netdev_in_links DEV LINKS: sets NETDEV to the netdev of DEV's port 1 in LINKS (`rdma link
+# show` output), or to nothing (a variable, not output: $(...) would fork).
+netdev_in_links() {
+  local line re="^link $1/1 .* netdev ([^ ]+)"
+  NETDEV=
+  while read -r line; do
+    [[ $line =~ $re ]] && NETDEV=${BASH_REMATCH[1]} && return 0
+  done <<<"$2"
+  return 0
 }
 
 # DEV_NETNS: the network namespace of a device whose netdev is not in init_net (set by the
@@ -249,10 +269,11 @@ netns_of() {
 wait_dev_listen() {
   local dev=$1 port=$2 nd i run_in
   netns_of "$dev" && run_in=("${NETNS_EXEC[@]}")
-  nd=$("${run_in[@]}" rdma link show "$dev/1" 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
+  netdev_in_links "$dev" "$("${run_in[@]}" rdma link show "$dev/1" 2>/dev/null)"
+  nd=$NETDEV
   [ -n "$nd" ] || fail "wait_dev_listen: no netdev for $dev"
   for ((i = 0; i < 150; i++)); do
-    "${run_in[@]}" ss -Hln -t --sctp "sport = :$port" | grep -q "%$nd:$port " && return 0
+    [[ $("${run_in[@]}" ss -Hln -t --sctp "sport = :$port") == *"%$nd:$port "* ]] && return 0
     sleep 0.2
   done
   "${run_in[@]}" ss -Hln -t --sctp "sport = :$port" >&2 || true
@@ -304,7 +325,7 @@ show_running_bg() {
 wait_tcp_listen() {
   local i
   for ((i = 0; i < 150; i++)); do
-    ss -Hltn "sport = :$1" | grep -q . && return 0
+    [ -n "$(ss -Hltn "sport = :$1")" ] && return 0
     sleep 0.2
   done
   show_exited_bg
