@@ -128,7 +128,13 @@ int uiw_iw_create_listen(struct iw_cm_id *id, int backlog);
 int uiw_iw_destroy_listen(struct iw_cm_id *id);
 
 /* Timeouts. Every state that waits for the peer has one, so iw_cm always gets its event. */
-#define UIW_CONNECT_TIMEOUT (10 * HZ)	/* active: TCP handshake */
+/*
+ * Active: the transport's handshake. Each lets its first packet be retransmitted three times:
+ * TCP's SYN at 1, 3 and 7 s (initial RTO 1 s, RFC 6298 section 2), SCTP's INIT (or COOKIE
+ * ECHO) at 3, 9 and 21 s (RTO.Initial 3 s, RFC 9260 section 16; Linux's rto_initial).
+ */
+#define UIW_CONNECT_TIMEOUT (10 * HZ)
+#define UIW_SCTP_CONNECT_TIMEOUT (25 * HZ)
 #define UIW_MPAREP_TIMEOUT (10 * HZ)	/* active: MPA Reply after our Request */
 #define UIW_MPAREQ_TIMEOUT (5 * HZ)	/* passive: MPA Request after TCP accept */
 #define UIW_ACCEPT_TIMEOUT (30 * HZ)	/* passive: iw_accept/iw_reject after CONNECT_REQUEST */

@@ -491,7 +491,8 @@ int uiw_cep_start_connect(struct uiw_cep *cep, struct socket *s,
 
 	uiw_sk_assoc(cep, s, UIW_SK_MPA, NULL);
 	cep->state = UIW_CEP_CONNECTING;
-	uiw_cep_arm_timer(cep, UIW_CONNECT_TIMEOUT);
+	uiw_cep_arm_timer(cep, s->sk->sk_protocol == IPPROTO_SCTP ?
+			  UIW_SCTP_CONNECT_TIMEOUT : UIW_CONNECT_TIMEOUT);
 	rv = kernel_connect(s, uiw_sockaddr(raddr), uiw_addr_len(raddr),
 			    O_NONBLOCK);
 	if (rv && rv != -EINPROGRESS)
