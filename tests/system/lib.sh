@@ -197,7 +197,9 @@ wait_cm_listen() {
   while [ $SECONDS -lt $end ]; do
     ids=$(rdma res show cm_id 2>/dev/null) || ids=
     while read -r line; do
-      [[ $line =~ $re ]] && iw_listeners_up "$port" "$ids" && return 0
+      [[ $line =~ $re ]] || continue
+      iw_listeners_up "$port" "$ids" && return 0
+      break # it judged every id on PORT: one look is enough
     done <<<"$ids"
     sleep 0.2
   done
