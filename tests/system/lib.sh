@@ -154,6 +154,7 @@ wait_bg() {
     sleep 0.1
   done
   if kill -0 "$pid" 2>/dev/null; then
+    show_hung "$pid" "$name"
     kill -9 "$pid" 2>/dev/null || true
     show "$name"
     fail "$name did not finish within ${secs}s"
@@ -314,6 +315,23 @@ show_exited_bg() {
 
 # show_running_bg: prints the log so far of every background job still running: when a client
 # fails, its server's side of the story (the server is killed unseen when the test ends).
+# show_hung PID NAME: where a process that did not finish waits, for the failure report: each
+# thread's state, wait channel and kernel stack, its sockets, and the QPs uiw.ko knows.
+show_hung() {
+  local t comm st wchan
+  echo "$2 (pid $1) is still running; its threads:" >&2
+  for t in /proc/"$1"/task/*; do
+    read -r comm <"$t/comm" 2>/dev/null || continue
+    st=$(sed -n 's/^State:[[:space:]]*//p' "$t/status" 2>/dev/null)
+    wchan=? && { read -r wchan <"$t/wchan" 2>/dev/null || :; } # no newline there: read says 1
+    echo "  ${t##*/} $comm: $st, wchan $wchan" >&2
+    sed 's/^/    /' "$t/stack" >&2 2>/dev/null || true
+  done
+  ss -tanpei 2>/dev/null | grep -F "pid=$1," | sed 's/^/  tcp| /' >&2 || true
+  ss -Sanpei 2>/dev/null | grep -F "pid=$1," | sed 's/^/  sctp| /' >&2 || true
+  rdma res show qp 2>/dev/null | sed 's/^/  qp| /' >&2 || true
+}
+
 show_running_bg() {
   local name
   for name in "${!BG_PID[@]}"; do
@@ -332,6 +350,36 @@ wait_tcp_listen() {
   done
   show_exited_bg
   fail "nothing listens on TCP port $1"
+}
+
+# wait_log NAME REGEX SECS: until NAME.log has a line matching the extended REGEX.
+wait_log() {
+  local i
+  for ((i = 0; i < $3 * 5; i++)); do
+    grep -Eq -- "$2" "$1.log" 2>/dev/null && return 0
+    sleep 0.2
+  done
+  show "$1"
+  fail "$1: no /$2/ within $3 s"
+}
+
+# lo_blackhole ADDR: every packet from or to ADDR is dropped silently, as a dead link does
+# (netem loss 100% on lo, which traffic between the VM's local addresses crosses; a tc drop
+# action would report local congestion to TCP). lo_blackhole_end removes it and sets DROPPED
+# to the packets it swallowed (none fails the test). The caller's at_exit removes it too:
+# tc qdisc del dev lo root.
+lo_blackhole() {
+  tc qdisc add dev lo root handle 1: prio
+  tc qdisc add dev lo parent 1:3 handle 30: netem loss 100%
+  tc filter add dev lo parent 1: protocol ip prio 1 u32 match ip dst "$1/32" flowid 1:3
+  tc filter add dev lo parent 1: protocol ip prio 2 u32 match ip src "$1/32" flowid 1:3
+}
+lo_blackhole_end() {
+  local stats
+  stats=$(tc -s qdisc show dev lo | grep -A1 'qdisc netem' | grep -m1 -E '^ *Sent ')
+  tc qdisc del dev lo root
+  DROPPED=$(sed -E 's/.*dropped ([0-9]+).*/\1/' <<<"$stats")
+  [ "$DROPPED" -gt 0 ] || fail "the outage dropped no packet: $stats"
 }
 
 # expect NAME REGEX [MESSAGE]: NAME.log must contain a line matching the extended REGEX.

@@ -17,17 +17,6 @@ check=$UIW_BUILD/bin/uiw_cm_check
 [ -x "$check" ] || fail "$check missing: cmake --build \$UIW_BUILD --target uiw_cm_check"
 dmesg_start=$(dmesg | wc -l)
 
-# wait_log NAME REGEX SECS: until NAME.log has a line matching REGEX.
-wait_log() {
-  local i
-  for ((i = 0; i < $3 * 5; i++)); do
-    grep -Eq -- "$2" "$1.log" && return 0
-    sleep 0.2
-  done
-  show "$1"
-  fail "$1: no /$2/ within $3 s"
-}
-
 port=7500
 for victim in client server; do
   if [ $victim = client ]; then survivor=server; else survivor=client; fi
