@@ -68,6 +68,13 @@ void uiw_cm_qp_close(struct uiw_qp *qp, bool abrupt)
 /*
  * destroy_qp: end the connection. An unfinished connect gets its CONNECT_REPLY, a
  * connected one its CLOSE, so iw_cm drops the QP references destroy_qp waits for.
+ *
+ * A connected one is closed as close(2) closes a socket (and siw its own): our FIN follows
+ * what the provider queued, which send completions told the application is on its way, and
+ * TCP retransmits it if segments were lost (RFC 5040 §6: the LLP closes after the
+ * outstanding messages). A reset would discard it: applications destroy their QPs right after
+ * their last Send (rdma_disconnect, if at all, does not wait). An abortive close is the ERR
+ * transition's (uiw_cm_qp_close), which iw_cm makes when the id goes first.
  */
 void uiw_cm_qp_destroy(struct uiw_qp *qp)
 {
@@ -88,8 +95,10 @@ void uiw_cm_qp_destroy(struct uiw_qp *qp)
 		break;
 	case UIW_CEP_RDMA_MODE:
 	case UIW_CEP_CLOSING:
-		uiw_cep_conn_abort(cep);
-		fallthrough;
+		cep->state = UIW_CEP_CLOSED;
+		uiw_cep_upcall_close(cep);
+		uiw_cep_finish(cep, false);
+		break;
 	default:
 		uiw_cep_finish(cep, true);
 		break;

@@ -26,6 +26,10 @@
  *                to RFC 7306, siw); then one more verified Send each way (nothing reached the
  *                peer, the connection goes on) and rdma_disconnect()
  *   ext-peer     the other side of ext-refused: one more Send each way, then wait-close
+ *   last-send    wait SEND_DELAY seconds (default 0), post one more Send and see it complete,
+ *                rdma_disconnect() and destroy everything at once, as applications do
+ *   last-recv    the other side of last-send: that Send must arrive intact (within WAIT_SECS,
+ *                60 s by default), then DISCONNECTED and the remaining receives flushed
  *   verify       wait for that Send, or for a flushed receive; then count the target's
  *                octets: the pattern, untouched (zero), or foreign (neither: placed data the
  *                writer never sent); prints "target: correct C untouched U foreign F", then
@@ -294,6 +298,54 @@ static int no_listener(const char *dst, const char *src, const char *port)
 	rdma_destroy_id(c->id);
 	printf("PASS\n");
 	return 0;
+}
+
+/* Posts one signaled Send of TEXT (MSG octets) and waits up to 30 s for its completion. */
+static void send_text(struct conn *c, const char *text)
+{
+	char *out = c->buf + NRECV * MSG;
+	struct ibv_sge sge = {(uintptr_t)out, MSG, c->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = 1001, .sg_list = &sge, .num_sge = 1,
+				 .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+	const double end = now_s() + 30;
+	struct ibv_wc wc;
+	int n = 0;
+
+	snprintf(out, MSG, "%s", text);
+	CHECK(!ibv_post_send(c->id->qp, &wr, &bad), "ibv_post_send");
+	while (!n && now_s() < end) {
+		n = ibv_poll_cq(c->cq, 1, &wc);
+		CHECK(n >= 0, "ibv_poll_cq");
+	}
+	CHECK(n, "%s: no completion of the Send in 30 s", c->side);
+	CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND && wc.wr_id == 1001,
+	      "%s: the Send completed with %s (opcode %d)", c->side, ibv_wc_status_str(wc.status),
+	      wc.opcode);
+}
+
+/* Waits up to secs for the next receive: it must succeed and carry WANT. */
+static void recv_text(struct conn *c, const char *want, int secs)
+{
+	const double t0 = now_s();
+	struct ibv_wc wc;
+	int n = 0;
+
+	while (!n && now_s() < t0 + secs) {
+		n = ibv_poll_cq(c->cq, 1, &wc);
+		CHECK(n >= 0, "ibv_poll_cq");
+		if (!n)
+			usleep(1000);
+	}
+	CHECK(n, "%s: nothing received in %d s", c->side, secs);
+	CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && wc.byte_len == MSG,
+	      "%s: receive completed with %s (opcode %d, %u octets), not the peer's Send",
+	      c->side, ibv_wc_status_str(wc.status), wc.opcode, wc.byte_len);
+	CHECK(!strcmp(c->buf + wc.wr_id * MSG, want), "%s: received \"%.*s\"", c->side, MSG,
+	      c->buf + wc.wr_id * MSG);
+	c->recvs_posted--;
+	printf("%s: received \"%s\" after %.2f s\n", c->side, want, now_s() - t0);
+	fflush(stdout);
 }
 
 /* One Send each way, data verified: proves the connection carries traffic. */
@@ -630,6 +682,27 @@ static int run_action(struct conn *c, const char *action)
 		wait_disconnected(c, 60);
 		expect_flushed_recvs(c, 30);
 		rdma_disconnect(c->id);
+	} else if (!strcmp(action, "last-send")) {
+		const char *d = getenv("SEND_DELAY");
+		char text[MSG];
+
+		if (d && atoi(d) > 0) {
+			printf("%s: the last Send in %d s\n", c->side, atoi(d));
+			fflush(stdout);
+			sleep(atoi(d));
+		}
+		snprintf(text, MSG, "uiw_cm_check last from the %s", c->side);
+		send_text(c, text);
+		CHECK(!rdma_disconnect(c->id), "rdma_disconnect");
+		printf("%s: last Send complete, rdma_disconnect done; destroying\n", c->side);
+	} else if (!strcmp(action, "last-recv")) {
+		char want[MSG];
+
+		snprintf(want, MSG, "uiw_cm_check last from the %s",
+			 strcmp(c->side, "server") ? "server" : "client");
+		recv_text(c, want, wait_secs(60));
+		wait_disconnected(c, 30);
+		expect_flushed_recvs(c, 30);
 	} else if (!strcmp(action, "verify")) {
 		verify_target(c);
 	} else if (!strcmp(action, "idle")) {
@@ -710,6 +783,6 @@ int main(int argc, char **argv)
 		"usage: uiw_cm_check reject-server ADDR PORT TEXT | reject-client DST SRC PORT TEXT\n"
 		"     | no-listener DST SRC PORT | server ADDR PORT ACTION | client DST SRC PORT "
 		"ACTION\n  ACTION: disconnect | wait-close | write-stream | idle | write-once | verify |\n"
-		"          ext-refused | ext-peer\n");
+		"          ext-refused | ext-peer | last-send | last-recv\n");
 	return 2;
 }
