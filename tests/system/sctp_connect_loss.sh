@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # needs: uiw
 # timeout: 300
-# About 70 s (the fourth INIT leaves 21 s after the first, twice).
+# About 60 s (the fourth INIT leaves 21 s after the first, twice).
 # An SCTP connect whose first INITs are lost: uiw.ko waits long enough for SCTP's own
 # retransmissions. Every SCTP packet to the server's port is dropped until three were, so the
 # client's INIT goes out at 0, 3 and 9 s in vain (RTO.Initial 3 s, doubling) and gets through at

@@ -300,20 +300,27 @@ static int no_listener(const char *dst, const char *src, const char *port)
 	return 0;
 }
 
-/* Posts one signaled Send of TEXT (MSG octets) and waits up to 30 s for its completion. */
-static void send_text(struct conn *c, const char *text)
+/* Posts one signaled Send of TEXT (MSG octets) from the send slot after the receive slots. */
+static void post_text(struct conn *c, const char *text, uint64_t wr_id)
 {
 	char *out = c->buf + NRECV * MSG;
 	struct ibv_sge sge = {(uintptr_t)out, MSG, c->mr->lkey};
-	struct ibv_send_wr wr = {.wr_id = 1001, .sg_list = &sge, .num_sge = 1,
+	struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1,
 				 .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED},
 			   *bad;
+
+	snprintf(out, MSG, "%s", text);
+	CHECK(!ibv_post_send(c->id->qp, &wr, &bad), "ibv_post_send");
+}
+
+/* Posts one Send of TEXT and waits up to 30 s for its completion. */
+static void send_text(struct conn *c, const char *text)
+{
 	const double end = now_s() + 30;
 	struct ibv_wc wc;
 	int n = 0;
 
-	snprintf(out, MSG, "%s", text);
-	CHECK(!ibv_post_send(c->id->qp, &wr, &bad), "ibv_post_send");
+	post_text(c, text, 1001);
 	while (!n && now_s() < end) {
 		n = ibv_poll_cq(c->cq, 1, &wc);
 		CHECK(n >= 0, "ibv_poll_cq");
@@ -351,19 +358,14 @@ static void recv_text(struct conn *c, const char *want, int secs)
 /* One Send each way, data verified: proves the connection carries traffic. */
 static void exchange(struct conn *c)
 {
-	char *out = c->buf + NRECV * MSG;
-	char want[MSG];
-	struct ibv_sge sge = {(uintptr_t)out, MSG, c->mr->lkey};
-	struct ibv_send_wr wr = {.wr_id = 1000, .sg_list = &sge, .num_sge = 1,
-				 .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED},
-			   *bad;
+	char text[MSG], want[MSG];
 	int sent = 0, got = 0;
 	const double end = now_s() + 30;
 
-	snprintf(out, MSG, "uiw_cm_check from the %s", c->side);
+	snprintf(text, MSG, "uiw_cm_check from the %s", c->side);
 	snprintf(want, MSG, "uiw_cm_check from the %s",
 		 strcmp(c->side, "server") ? "server" : "client");
-	CHECK(!ibv_post_send(c->id->qp, &wr, &bad), "ibv_post_send");
+	post_text(c, text, 1000);
 	while ((!sent || !got) && now_s() < end) {
 		struct ibv_wc wc;
 		int n = ibv_poll_cq(c->cq, 1, &wc);
