@@ -908,6 +908,7 @@ class AnnouncedTcpStream final : public transport::ByteStream {
   void announce() { EXPECT_EQ(write(pipe_[1], "!", 1), 1); }
   transport::IoResult readv(const iovec* iov, int n) override {
     const transport::IoResult r = tcp_.readv(iov, n);
+    if (r.status == transport::IoStatus::Closed) ends_read_.fetch_add(1);
     if (r.status == transport::IoStatus::WouldBlock || r.status == transport::IoStatus::Closed) {
       char drain[16];
       while (read(pipe_[0], drain, sizeof drain) > 0) {
@@ -920,10 +921,13 @@ class AnnouncedTcpStream final : public transport::ByteStream {
   void shutdown_write() override { tcp_.shutdown_write(); }
   void abort() override { tcp_.abort(); }
   uint32_t emss() const override { return tcp_.emss(); }
+  // Reads that met the peer's FIN, by any thread.
+  int ends_read() const { return ends_read_.load(); }
 
  private:
   transport::TcpStream tcp_;
   int pipe_[2] = {-1, -1};
+  std::atomic<int> ends_read_{0};
 };
 
 // The poller of a muted QP reads the peer's last Send and then its FIN while the Send's
@@ -933,7 +937,11 @@ class AnnouncedTcpStream final : public transport::ByteStream {
 // flushing the receive behind the Send.
 TEST(ProgressTest, AFinItsPollerHeldIsReadAfterThePollerLeavesWithoutAnotherEdge) {
   int lfd = -1, peer = -1;
-  Progress p(ProgressKnobs{300ms});
+  // A grace longer than the steps below take on a loaded machine: the edge must find the QP
+  // polled, and its poller must keep it until unpoll(). It is also the held FIN's recheck
+  // interval (Progress::check_held_locked).
+  const ProgressKnobs knobs{1s};
+  Progress p(knobs);
   engine::test::Side side{10};
   std::vector<uint8_t> sink(64);
   const memory::Stag key = side.reg_mr(sink, memory::kLocalWrite);
@@ -968,9 +976,14 @@ TEST(ProgressTest, AFinItsPollerHeldIsReadAfterThePollerLeavesWithoutAnotherEdge
     std::this_thread::sleep_for(1ms);
   ASSERT_TRUE(qp.muted());
   // A poll places the Send (its read ends short of the FIN); the next empty poll (of the send
-  // CQ, say) reads the FIN while the Send's completion is queued, and holds it.
-  qp.drive(false);
-  qp.drive(false);
+  // CQ, say) reads the FIN while the Send's completion is queued, and holds it. A poll that
+  // finds the QP in another thread's pass leaves the bytes to that pass (QueuePair::drive), as
+  // can happen to any poll on a loaded machine: poll until each step is seen.
+  const auto t2 = std::chrono::steady_clock::now();
+  while (side.rcq.size() == 0 && std::chrono::steady_clock::now() - t2 < 2s) qp.drive(false);
+  ASSERT_EQ(side.rcq.size(), 1u);
+  while (stream->ends_read() == 0 && std::chrono::steady_clock::now() - t2 < 2s) qp.drive(false);
+  ASSERT_GT(stream->ends_read(), 0);
   ASSERT_EQ(qp.state(), engine::QpState::Rts);
   std::vector<engine::Completion> out(2);
   ASSERT_EQ(side.rcq.poll(out), 1u);
@@ -979,10 +992,14 @@ TEST(ProgressTest, AFinItsPollerHeldIsReadAfterThePollerLeavesWithoutAnotherEdge
   const auto t1 = std::chrono::steady_clock::now();
   while (qp.state() != engine::QpState::Error &&
          std::chrono::steady_clock::now() - t1 <
-             std::chrono::nanoseconds(Connection::kEofHoldNs) + 2s)
+             std::chrono::nanoseconds(Connection::kEofHoldNs) + knobs.poller_grace + 2s)
     std::this_thread::sleep_for(1ms);
   EXPECT_EQ(qp.state(), engine::QpState::Error) << "a FIN the poller held was never read";
-  ASSERT_EQ(side.rcq.poll(out), 1u);
+  // The engine's state turns Error before its flushes are queued (engine::Qp::enter_error).
+  size_t flushed = 0;
+  while ((flushed = side.rcq.poll(out)) == 0 && std::chrono::steady_clock::now() - t1 < 10s)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(flushed, 1u);
   EXPECT_EQ(out[0].status, engine::WcStatus::WrFlushErr);
   qp.leave_progress();
   close(peer);
