@@ -20,6 +20,13 @@ fail() {
   exit 1
 }
 
+# nap SECS: sleeps without starting a process (under TCG a process start costs 0.3-0.9 s, more
+# than the polls that nap serves): a timed read of a FIFO that nobody writes.
+mkfifo "${TMPDIR:-/tmp}/uiw-nap.$BASHPID"
+exec {NAP_FD}<>"${TMPDIR:-/tmp}/uiw-nap.$BASHPID"
+rm -f "${TMPDIR:-/tmp}/uiw-nap.$BASHPID"
+nap() { read -r -t "$1" -u "$NAP_FD" _ || true; }
+
 # at_exit CMD: runs CMD when the test exits, before what an earlier EXIT trap runs (the later
 # setup is undone first). Under set -e a failing command ends a trap where it fails, so CMD
 # runs as one `{ ...; } || true` list: its failure (a namespace already gone) neither stops its
@@ -170,12 +177,27 @@ wait_bg() {
 }
 
 # run_fg NAME SECS CMD...: runs CMD with a time limit, output in NAME.log; fails the test on a
-# non-zero exit (unless EXIT_ACCEPT accepts it) or a timeout.
+# non-zero exit (unless EXIT_ACCEPT accepts it) or a timeout. A command still running at SECS is
+# shown where it waits (show_hung) before it is stopped; timeout(1) is only the backstop that
+# also ends the command's children.
 run_fg() {
-  local name=$1 secs=$2 rc=0
+  local name=$1 secs=$2 rc=0 tpid
   shift 2
   log "run $name: $*"
-  timeout -k 5 "$secs" "$@" >"$name.log" 2>&1 || rc=$?
+  timeout -k 5 "$((secs + 30))" "$@" <&0 >"$name.log" 2>&1 &
+  tpid=$!
+  local end=$((SECONDS + secs + 1)) # SECONDS counts whole seconds: never short of SECS
+  while kill -0 "$tpid" 2>/dev/null && ((SECONDS < end)); do
+    nap 0.05
+  done
+  if kill -0 "$tpid" 2>/dev/null; then
+    show_hung "$(pgrep -P "$tpid" | head -n 1)" "$name"
+    kill -TERM "$tpid" 2>/dev/null || true
+    wait "$tpid" || true
+    rc=124
+  else
+    wait "$tpid" || rc=$?
+  fi
   if [ "$rc" != 0 ] && ! accepted_exit "$name" "$rc"; then
     show "$name"
     show_running_bg
@@ -313,8 +335,6 @@ show_exited_bg() {
   done
 }
 
-# show_running_bg: prints the log so far of every background job still running: when a client
-# fails, its server's side of the story (the server is killed unseen when the test ends).
 # show_hung PID NAME: where a process that did not finish waits, for the failure report: each
 # thread's state, wait channel and kernel stack, its sockets, and the QPs uiw.ko knows.
 show_hung() {
@@ -332,6 +352,8 @@ show_hung() {
   rdma res show qp 2>/dev/null | sed 's/^/  qp| /' >&2 || true
 }
 
+# show_running_bg: prints the log so far of every background job still running: when a client
+# fails, its server's side of the story (the server is killed unseen when the test ends).
 show_running_bg() {
   local name
   for name in "${!BG_PID[@]}"; do
