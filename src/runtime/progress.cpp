@@ -340,11 +340,13 @@ void Progress::run() {
     const int timeout = !sleeping_                        ? 0
                         : muted_.empty() && held_.empty() ? -1
                                                           : std::max(grace_ms, 1);
+    unbounded_ = timeout < 0;
     lock.unlock();
     if (timeout != 0) follow_app();
     const int n = epoll_wait(epfd_, evs, 64, timeout);
     lock.lock();
     sleeping_ = false;
+    unbounded_ = false;
     pass_done_.wait(lock, [&] { return !dispatching_; });  // a lender's passes
     dispatching_ = true;
     const bool moved = dispatch_locked(lock, evs, n, false);
@@ -420,6 +422,12 @@ bool Progress::dispatch_locked(std::unique_lock<std::mutex>& lock, const epoll_e
     if (r->cut_short || (r->moved && it->second.hup)) queue_locked(id);
   }
   has_ready_.store(!ready_.empty(), std::memory_order_relaxed);
+  // A lender took the edges it dispatched from the thread's epoll_wait, so what it leaves
+  // behind (a pass cut short, which over SCTP is every pass that read a message; a QP another
+  // thread held; a QP muted or held that must be looked at again) has no edge left to end an
+  // epoll_wait without a timeout, and its poller may now sleep on a completion event: ring a
+  // thread asleep so. Parked, or asleep with a timeout, it looks again soon anyway.
+  if (lender && unbounded_ && !(ready_.empty() && muted_.empty() && held_.empty())) wake_locked();
   return moved;
 }
 

@@ -177,7 +177,8 @@ class Progress {
   // so, and lend() disarms it.
   int lease_timer_ = -1;
   std::atomic<bool> lease_timer_armed_{false};
-  bool sleeping_ = false;        // under mu_: the thread is in epoll_wait(-1)
+  bool sleeping_ = false;        // under mu_: the thread sleeps (epoll_wait, parked): ring it
+  bool unbounded_ = false;       // under mu_: its epoll_wait has no timeout
   std::vector<uint64_t> muted_;  // under mu_; may hold keys removed since
   // Under mu_: QPs whose last pass held the peer's FIN (Connection::kEofHoldNs), passed again
   // once per recheck interval (the grace, at least 1 ms) from held_at_ns_; may hold keys

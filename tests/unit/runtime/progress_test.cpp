@@ -746,6 +746,39 @@ TEST(ProgressTest, ABusyPollerPlacesOtherQpsWritesWhileTheThreadSleeps) {
   }
 }
 
+// A busy poller's lend() takes from epoll the edge of another QP's message, whose pass it cannot
+// run now (an application thread holds that QP: a post; over SCTP a pass that read one message
+// is cut short alike) and leaves queued. The thread, asleep in epoll_wait since before the
+// polling began, has no edge left to wake for, and the poller may stop polling at once (rping's
+// completion thread sleeps on its CQ after one empty poll): the lender must ring it, or the
+// message waits for ever (an rping over SCTP hung so in the VM, a Read Response left unread).
+// The lender usually wins the race for the edge, since it looks every microsecond while the
+// thread needs a wakeup; hence several rounds.
+TEST(ProgressTest, WorkALenderLeavesQueuedWakesTheSleepingThread) {
+  for (uint8_t round = 1; round <= 10; ++round) {
+    SCOPED_TRACE(round);
+    PolledQp t(false, ProgressKnobs{PolledQp::kGrace, 0ms, 1us});
+    BusyPoller poller(t.p);
+    t.first_pass_ended();
+    std::this_thread::sleep_for(20ms);  // the thread sleeps in epoll_wait, nothing muted
+    std::promise<void> release;
+    std::promise<void> holding;
+    std::thread holder([&] {
+      t.qp.with_engine([&](engine::Qp&) {
+        holding.set_value();
+        release.get_future().wait();
+      });
+    });
+    holding.get_future().wait();
+    t.send_write(round);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < 20ms) poller.poll();
+    release.set_value();  // nobody polls any more
+    holder.join();
+    EXPECT_TRUE(becomes(t.first, round, 2000ms)) << "the Write a lender left queued waits";
+  }
+}
+
 // The lease ends at once when the application stops polling: on unpoll (it arms its CQ), and
 // after a poll that took the last completion its QPs awaited from the peer (it may now spin on
 // memory). The thread then places the next Write without waiting out the grace.
