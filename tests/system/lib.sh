@@ -27,6 +27,16 @@ exec {NAP_FD}<>"${TMPDIR:-/tmp}/uiw-nap.$BASHPID"
 rm -f "${TMPDIR:-/tmp}/uiw-nap.$BASHPID"
 nap() { read -r -t "$1" -u "$NAP_FD" _ || true; }
 
+# ends_within PID SECS: waits until PID ends or SECS seconds passed (by the clock: a count of
+# sleeps stretches with every process start under TCG); true if PID ended.
+ends_within() {
+  local end=$((SECONDS + $2 + 1)) # SECONDS counts whole seconds: never short of SECS
+  while kill -0 "$1" 2>/dev/null && ((SECONDS < end)); do
+    nap 0.05
+  done
+  ! kill -0 "$1" 2>/dev/null
+}
+
 # at_exit CMD: runs CMD when the test exits, before what an earlier EXIT trap runs (the later
 # setup is undone first). Under set -e a failing command ends a trap where it fails, so CMD
 # runs as one `{ ...; } || true` list: its failure (a namespace already gone) neither stops its
@@ -155,12 +165,8 @@ rping_pair() {
 # wait_bg NAME [SECS]: waits for NAME (default 60 s); fails the test if it does not end or
 # exits non-zero (unless EXIT_ACCEPT accepts it).
 wait_bg() {
-  local name=$1 secs=${2:-60} pid=${BG_PID[$1]} i rc
-  for ((i = 0; i < secs * 10; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
+  local name=$1 secs=${2:-60} pid=${BG_PID[$1]} rc
+  if ! ends_within "$pid" "$secs"; then
     show_hung "$pid" "$name"
     kill -9 "$pid" 2>/dev/null || true
     show "$name"
@@ -186,11 +192,7 @@ run_fg() {
   log "run $name: $*"
   timeout -k 5 "$((secs + 30))" "$@" <&0 >"$name.log" 2>&1 &
   tpid=$!
-  local end=$((SECONDS + secs + 1)) # SECONDS counts whole seconds: never short of SECS
-  while kill -0 "$tpid" 2>/dev/null && ((SECONDS < end)); do
-    nap 0.05
-  done
-  if kill -0 "$tpid" 2>/dev/null; then
+  if ! ends_within "$tpid" "$secs"; then
     show_hung "$(pgrep -P "$tpid" | head -n 1)" "$name"
     kill -TERM "$tpid" 2>/dev/null || true
     wait "$tpid" || true
@@ -454,7 +456,7 @@ PERFTEST_LEAK='Failed to deallocate PD - Device or resource busy|Couldn.t destro
 # the pair runs once more, on PORT + PAIR_RERUN_OFFSET (default 1).
 declare -A PAIR_RC
 perftest_pair() {
-  local name=$1 wait_cmd=$2 port=$3 try i pid srv=() cli=()
+  local name=$1 wait_cmd=$2 port=$3 try pid srv=() cli=()
   shift 3
   while [ $# -gt 0 ] && [ "$1" != -- ]; do
     srv+=("$1")
@@ -470,11 +472,9 @@ perftest_pair() {
     timeout -k 5 "${PAIR_CLIENT_SECS:-300}" "${cli[@]//@PORT@/$port}" >"$name-client.log" 2>&1 ||
       PAIR_RC[client]=$?
     pid=${BG_PID[$name-server]}
-    for ((i = 0; i < 1200; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -9 "$pid" 2>/dev/null && log "$name-server still ran 120 s after its client: killed"
+    if ! ends_within "$pid" 120 && kill -9 "$pid" 2>/dev/null; then
+      log "$name-server still ran 120 s after its client: killed"
+    fi
     wait "$pid" || PAIR_RC[server]=$?
     unset "BG_PID[$name-server]"
     log "$name: client exited ${PAIR_RC[client]}, server ${PAIR_RC[server]}"

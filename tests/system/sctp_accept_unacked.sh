@@ -56,12 +56,8 @@ no_uiw_sleeper() {
 # ends_failed NAME SECS: NAME exits within SECS with an error: a non-zero exit or, as rping
 # reports a connection lost before its count, a line "wait for <STATE> state <n>".
 ends_failed() {
-  local name=$1 secs=$2 pid=${BG_PID[$1]} i rc=0
-  for ((i = 0; i < secs * 5; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.2
-  done
-  kill -0 "$pid" 2>/dev/null && { show "$name"; fail "$name still runs after ${secs}s"; }
+  local name=$1 secs=$2 pid=${BG_PID[$1]} rc=0
+  ends_within "$pid" "$secs" || { show "$name"; fail "$name still runs after ${secs}s"; }
   wait "$pid" || rc=$?
   [ "$rc" != 0 ] || grep -Eiq 'error|fail|wait for [a-z_]+ state' "$name.log" ||
     { show "$name"; fail "$name ended without an error"; }

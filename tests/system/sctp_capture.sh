@@ -18,8 +18,7 @@ sctp_capture_start
 UIW_DEBUG=1 start_bg server rping -s -a "$UIW0_ADDR" -p $port -C 5 -V
 wait_cm_listen $port
 UIW_DEBUG=1 start_bg client rping -c -a "$UIW0_ADDR" -I "$UIW1_ADDR" -p $port -C 5 -V
-for i in $(seq 1 450); do kill -0 "${BG_PID[client]}" 2>/dev/null || break; sleep 0.2; done
-if kill -0 "${BG_PID[client]}" 2>/dev/null; then
+if ! ends_within "${BG_PID[client]}" 90; then
   show server
   dmesg | tail -n 30
 fi

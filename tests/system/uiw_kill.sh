@@ -50,8 +50,7 @@ wait_log rping-client '^ping data: rdma-ping-20' 120
 kill -9 "${BG_PID[rping-client]}"
 wait "${BG_PID[rping-client]}" 2>/dev/null || true
 pid=${BG_PID[rping-server]}
-for ((i = 0; i < 600; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$pid" 2>/dev/null && { show rping-server; fail "rping server still runs 60 s after its client was killed"; }
+ends_within "$pid" 60 || { show rping-server; fail "rping server still runs 60 s after its client was killed"; }
 log "rping server ended after its client was killed (status $(wait "$pid"; echo $?))"
 port=$((port + 1))
 

@@ -44,11 +44,7 @@ round() { # NAME ACTION
   rmmod) rmmod uiw || fail "$name: rmmod uiw with live contexts" ;;
   esac
   for app in rping-server rping-client pp-server pp-client; do
-    for ((i = 0; i < 600; i++)); do
-      kill -0 "${BG_PID[$name-$app]}" 2>/dev/null || break
-      sleep 0.1
-    done
-    if kill -0 "${BG_PID[$name-$app]}" 2>/dev/null; then
+    if ! ends_within "${BG_PID[$name-$app]}" 60; then
       show "$name-$app" | tail -n 10
       fail "$name: $app still runs 60 s after $action"
     fi
