@@ -39,6 +39,11 @@ bool Connection::receive() {
   cut_short_ = false;
   int round = 0;
   for (; round < kRxRounds && !rx_closed_; ++round) {
+    // What was posted while this pass held the QP (its poster left the sending to the pass)
+    // goes out between two reads, not after the whole read budget: a small message (an
+    // acknowledgement, a credit update) must not wait behind megabytes of inbound data. Not
+    // after the socket refused a write: its EPOLLOUT brings the next pass.
+    if (round > 0 && !blocked_) transmit();
     if (stage_off_ < stage_len_) {
       const size_t n = qp_->rx_feed({stage_.data() + stage_off_, stage_len_ - stage_off_});
       stage_off_ += n;

@@ -55,8 +55,9 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // One non-blocking, bounded pass: receive what is there (at most kRxRounds reads), then send
-  // what the Qp has until the socket is full. Returns true if any byte moved.
+  // One non-blocking, bounded pass: receive what is there (at most kRxRounds reads; what is
+  // posted meanwhile goes out between them), then send what the Qp has until the socket is
+  // full. Returns true if any byte moved.
   bool progress();
   // Only the transmit half of a pass (send what the Qp has until the socket is full): what a
   // poster runs after posting. Receiving is left to whoever waits for completions (a poller,

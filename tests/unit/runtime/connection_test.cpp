@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -128,12 +129,37 @@ TEST(ConnectionTest, AnUnreadableSourceIsALocalProtectionError) {
 
 // Reads hand out at most `chunk` bytes of `data` at a time, as TCP over loopback hands over at
 // most 64 KiB per read, and once `*eof` is set the end of `data` is the peer's FIN; writes are
-// taken whole.
+// taken whole. `log`, if given, counts the reads and notes how many came before the first write.
 class ChunkStream final : public ByteStream {
  public:
-  ChunkStream(const std::vector<uint8_t>* data, size_t chunk, const bool* eof = nullptr)
-      : data_(data), chunk_(chunk), eof_(eof) {}
+  struct Log {
+    size_t reads = 0;
+    size_t reads_before_first_write = SIZE_MAX;
+    std::function<void(size_t reads)> on_read;  // after each read that returned bytes
+  };
+  ChunkStream(const std::vector<uint8_t>* data, size_t chunk, const bool* eof = nullptr,
+              Log* log = nullptr)
+      : data_(data), chunk_(chunk), eof_(eof), log_(log) {}
   IoResult readv(const iovec* iov, int n) override {
+    const IoResult r = read(iov, n);
+    if (log_ && r.status == IoStatus::Ok && ++log_->reads && log_->on_read)
+      log_->on_read(log_->reads);
+    return r;
+  }
+  IoResult writev(const iovec* iov, int n) override {
+    if (log_ && log_->reads_before_first_write == SIZE_MAX)
+      log_->reads_before_first_write = log_->reads;
+    size_t total = 0;
+    for (int i = 0; i < n; ++i) total += iov[i].iov_len;
+    return {IoStatus::Ok, total, 0};
+  }
+  int fd() const override { return -1; }
+  void shutdown_write() override {}
+  void abort() override {}
+  uint32_t emss() const override { return 65483; }
+
+ private:
+  IoResult read(const iovec* iov, int n) {
     if (off_ == data_->size())
       return eof_ && *eof_ ? IoResult{IoStatus::Closed, 0, 0}
                            : IoResult{IoStatus::WouldBlock, 0, 0};
@@ -147,20 +173,11 @@ class ChunkStream final : public ByteStream {
     off_ += done;
     return {IoStatus::Ok, done, 0};
   }
-  IoResult writev(const iovec* iov, int n) override {
-    size_t total = 0;
-    for (int i = 0; i < n; ++i) total += iov[i].iov_len;
-    return {IoStatus::Ok, total, 0};
-  }
-  int fd() const override { return -1; }
-  void shutdown_write() override {}
-  void abort() override {}
-  uint32_t emss() const override { return 65483; }
 
- private:
   const std::vector<uint8_t>* data_;
   size_t chunk_;
   const bool* eof_;
+  Log* log_;
   size_t off_ = 0;
 };
 
@@ -177,6 +194,27 @@ void drain_tx(engine::Qp& q, std::vector<uint8_t>* out) {
   }
 }
 
+// a and b connected without CRC, with loopback's 32 KiB FPDUs (ULPDU 32762).
+void connect_loopback(engine::test::Side& a, engine::test::Side& b) {
+  engine::ConnParams p;
+  p.crc = false;
+  p.mulpdu = 32762;
+  engine::test::connect(a, b, p);
+}
+
+// An RDMA Write of all of src (registered as lkey) to remote_addr under rkey.
+engine::SendWr write_wr(std::vector<uint8_t>& src, memory::Stag lkey, memory::Stag rkey,
+                        uint64_t remote_addr, uint64_t wr_id) {
+  engine::SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = engine::WrOpcode::RdmaWrite;
+  w.num_sge = 1;
+  w.sg_list[0] = engine::test::sge_of(src, lkey);
+  w.remote_stag = rkey;
+  w.remote_addr = remote_addr;
+  return w;
+}
+
 class ConnectionPlacementTest : public ::testing::TestWithParam<bool /* crc */> {};
 
 // 32 KiB FPDUs (ULPDU 32762 + length, CRC field: loopback's FPDU) arriving 64 KiB per read,
@@ -189,7 +227,7 @@ TEST_P(ConnectionPlacementTest, LargeFpdusAreReadDirectly) {
   ConnParams p;
   p.crc = GetParam();
   p.mulpdu = 32762;
-  test::connect(a, b, p);
+  engine::test::connect(a, b, p);
 
   // Eight full segments per Write: ULPDU 32762 = DDP tagged header (14) + 32748 payload octets.
   constexpr size_t kMsg = 8 * 32748, kWrites = 8;
@@ -197,16 +235,10 @@ TEST_P(ConnectionPlacementTest, LargeFpdusAreReadDirectly) {
   test::fill_pattern(src, 3);
   const memory::Stag lkey = a.reg_mr(src, 0);
   const memory::Stag rkey = b.reg_mr(dst, memory::kRemoteWrite | memory::kLocalWrite);
-  for (size_t i = 0; i < kWrites; ++i) {
-    SendWr w;
-    w.wr_id = i;
-    w.opcode = WrOpcode::RdmaWrite;
-    w.num_sge = 1;
-    w.sg_list[0] = test::sge_of(src, lkey);
-    w.remote_stag = rkey;
-    w.remote_addr = reinterpret_cast<uint64_t>(dst.data()) + i * kMsg;
-    ASSERT_EQ(a.qp->post_send(w), 0);
-  }
+  for (size_t i = 0; i < kWrites; ++i)
+    ASSERT_EQ(a.qp->post_send(
+                  write_wr(src, lkey, rkey, reinterpret_cast<uint64_t>(dst.data()) + i * kMsg, i)),
+              0);
   std::vector<uint8_t> wire;
   drain_tx(*a.qp, &wire);
   ASSERT_EQ(wire.size() % 32768, 0u) << "the FPDUs are not the 32 KiB of loopback";
@@ -257,6 +289,48 @@ TEST_P(ConnectionPlacementTest, LargeFpdusAreReadDirectly) {
 
 INSTANTIATE_TEST_SUITE_P(Crc, ConnectionPlacementTest, ::testing::Bool());
 
+// A pass reads up to kRxRounds times while the peer streams; a Send posted meanwhile (its
+// poster found the QP held by the pass and left the send to it) goes out between two reads,
+// not after the whole read budget: a small message (an acknowledgement, ib_send_bw's credit
+// Write to its client) waited behind up to 4 MiB of inbound data, tens of milliseconds under
+// TCG.
+TEST(ConnectionTest, ASendPostedDuringAPassGoesOutBeforeItsReadsEnd) {
+  using namespace engine;
+  test::Side a(1), b(2);
+  connect_loopback(a, b);
+  // More than a pass reads (kRxRounds rounds, reads of 64 KiB among them).
+  constexpr size_t kMsg = 8 * 32748, kWrites = 24;
+  std::vector<uint8_t> src(kMsg), dst(kMsg);
+  test::fill_pattern(src, 5);
+  const memory::Stag lkey = a.reg_mr(src, 0);
+  const memory::Stag rkey = b.reg_mr(dst, memory::kRemoteWrite | memory::kLocalWrite);
+  std::vector<uint8_t> wire;
+  for (size_t i = 0; i < kWrites; ++i) {
+    ASSERT_EQ(a.qp->post_send(write_wr(src, lkey, rkey, reinterpret_cast<uint64_t>(dst.data()), i)),
+              0);
+    drain_tx(*a.qp, &wire);
+  }
+  ASSERT_GT(wire.size(), size_t{runtime::Connection::kRxRounds} * 65536);
+
+  std::vector<uint8_t> credit(8, 0x11);
+  const memory::Stag ckey = b.reg_mr(credit, 0);
+  ChunkStream::Log log;
+  log.on_read = [&](size_t reads) {
+    if (reads != 2) return;
+    SendWr w;
+    w.wr_id = 99;
+    w.flags = kSendSignaled;
+    w.num_sge = 1;
+    w.sg_list[0] = test::sge_of(credit, ckey);
+    ASSERT_EQ(b.qp->post_send(w), 0);
+  };
+  runtime::Connection c(b.qp.get(), std::make_unique<ChunkStream>(&wire, 65536, nullptr, &log));
+  c.progress();
+  EXPECT_GT(log.reads, 8u) << "the pass did not go on reading";
+  EXPECT_LE(log.reads_before_first_write, 3u) << "the Send waited for the pass's reads";
+  EXPECT_EQ(b.poll_send().size(), 1u);
+}
+
 // ibv_rc_pingpong's last round over a lossy link: the server sends its last 16 KiB message and
 // closes, TCP retransmits the message with the FIN, and the client's poll reads both at once.
 // The pass that completes the message must leave the FIN to the next one: the poll then
@@ -265,10 +339,7 @@ INSTANTIATE_TEST_SUITE_P(Crc, ConnectionPlacementTest, ::testing::Bool());
 TEST(ConnectionTest, TheReadThatCompletesAMessageLeavesTheFinThatCameWithIt) {
   using namespace engine;
   test::Side a(1), b(2);
-  ConnParams p;
-  p.crc = false;
-  p.mulpdu = 32762;
-  test::connect(a, b, p);
+  connect_loopback(a, b);
   constexpr size_t kMsg = 16384, kMsgs = 4;
   std::vector<uint8_t> src(kMsg), dst(kMsg * (kMsgs + 2));
   test::fill_pattern(src, 9);
