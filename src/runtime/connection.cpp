@@ -42,8 +42,12 @@ bool Connection::receive() {
     // What was posted while this pass held the QP (its poster left the sending to the pass)
     // goes out between two reads, not after the whole read budget: a small message (an
     // acknowledgement, a credit update) must not wait behind megabytes of inbound data. Not
-    // after the socket refused a write: its EPOLLOUT brings the next pass.
-    if (round > 0 && !blocked_) transmit();
+    // after the socket refused a write: its EPOLLOUT brings the next pass. A write that failed
+    // ended the stream (rx_closed_): nothing more is read.
+    if (round > 0 && !blocked_) {
+      transmit();
+      if (rx_closed_) break;
+    }
     if (stage_off_ < stage_len_) {
       const size_t n = qp_->rx_feed({stage_.data() + stage_off_, stage_len_ - stage_off_});
       stage_off_ += n;
