@@ -140,9 +140,14 @@ bool Connection::hold_eof() {
   return now - eof_seen_ns_ < kEofHoldNs;
 }
 
-bool Connection::transmit() {
+bool Connection::transmit(std::atomic<bool>* reader_waits) {
+  return write_out(reader_waits, false);
+}
+
+bool Connection::write_out(std::atomic<bool>* reader_waits, bool read_between) {
   bool moved = false;
   blocked_ = false;
+  size_t since_read = 0;
   // After a failed write or our own shutdown nothing more can go out. The Qp may still hold
   // the rest of a partly written FPDU (it saw the peer's EOF first, so rx_error did not drop
   // it): without this, every pass would retry the write and count as progress, and the
@@ -150,6 +155,14 @@ bool Connection::transmit() {
   while (!tx_shut_) {
     std::span<const iovec> iov = qp_->tx_pending();
     if (iov.empty()) break;
+    // Its reads transmit between their rounds (receive), and this loop goes on after them.
+    const bool waited = reader_waits && reader_waits->load(std::memory_order_relaxed) &&
+                        reader_waits->exchange(false, std::memory_order_relaxed);
+    if ((waited || since_read >= kTxBytesPerRead) && !rx_closed_) {
+      since_read = 0;
+      moved |= receive();
+      continue;
+    }
     const transport::IoResult r = stream_->writev(iov.data(), static_cast<int>(iov.size()));
     if (r.status == IoStatus::WouldBlock) {
       ++stats_.would_block;
@@ -164,6 +177,7 @@ bool Connection::transmit() {
       return true;
     }
     ++stats_.writes;
+    if (read_between) since_read += r.bytes;
     qp_->tx_commit(r.bytes);
     moved = true;
   }
@@ -177,7 +191,7 @@ bool Connection::transmit() {
 
 bool Connection::progress() {
   const bool rx = receive();
-  const bool tx = transmit();
+  const bool tx = write_out(nullptr, true);
   return rx || tx;
 }
 

@@ -16,6 +16,7 @@
 // holds one mutex for both). The Qp is owned by the caller and must outlive the Connection.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -39,6 +40,11 @@ class Connection {
   // Reads per pass: one busy connection cannot starve the transmit side or other connections.
   static constexpr int kRxRounds = 64;
   static constexpr size_t kHeaderWindow = 256;
+  // A pass reads again after writing this much: while a peer drains as fast as we write
+  // (loopback), the transmit half only ends when the send queue is empty, megabytes later,
+  // and a small message that arrived meanwhile (a credit update, an acknowledgement) would
+  // wait for the lot. One read that usually finds nothing per 256 KiB written.
+  static constexpr size_t kTxBytesPerRead = 256 * 1024;
   // A graceful end of the peer's stream (its FIN at an FPDU boundary, or an SCTP SHUTDOWN)
   // ends the QP and flushes every posted receive (engine::Qp::rx_eof). While the QP's CQs still
   // hold completions, a pass that reads the FIN leaves it unread for a later pass, at most this
@@ -57,13 +63,17 @@ class Connection {
 
   // One non-blocking, bounded pass: receive what is there (at most kRxRounds reads; what is
   // posted meanwhile goes out between them), then send what the Qp has until the socket is
-  // full. Returns true if any byte moved.
+  // full, reading again every kTxBytesPerRead. Returns true if any byte moved.
   bool progress();
   // Only the transmit half of a pass (send what the Qp has until the socket is full): what a
   // poster runs after posting. Receiving is left to whoever waits for completions (a poller,
   // the Progress thread): a read here would put a syscall that finds nothing in front of
-  // every send on the latency path.
-  bool transmit();
+  // every send on the latency path. Unless reader_waits is set: another thread waits for the
+  // Qp to read what arrived (QueuePair::run_pass), and a transmit that writes megabytes, or a
+  // poster that takes the Qp again for each of many posts, would keep those bytes unplaced
+  // until it stops. Then this thread reads once between two writes (and clears the flag):
+  // a small inbound message (ib_send_bw's credit Write) is placed while the bulk goes out.
+  bool transmit(std::atomic<bool>* reader_waits = nullptr);
   // The last pass stopped before the socket said it was drained (its read budget was spent,
   // or SCTP gave one message): run another, since no readiness edge will announce what is
   // left. Otherwise the socket said EAGAIN or gave a short read, or the Qp stopped reading,
@@ -82,6 +92,8 @@ class Connection {
 
  private:
   bool receive();
+  // transmit(), and with read_between a receive() every kTxBytesPerRead written.
+  bool write_out(std::atomic<bool>* reader_waits, bool read_between);
   bool hold_eof();        // the FIN just read waits for a later pass (kEofHoldNs)
   void pick_read_size();  // after the staging buffer was consumed
 

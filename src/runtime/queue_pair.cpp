@@ -55,11 +55,16 @@ bool QueuePair::progress() {
 }
 
 std::optional<QueuePair::PassResult> QueuePair::run_pass(bool muted, bool wait) {
-  std::unique_lock lock(mu_, std::defer_lock);
-  if (wait)
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    if (!wait) return std::nullopt;
+    // The holder (a poster, a poller sending) reads for this pass between its writes
+    // (Connection::transmit): a std::mutex does not queue its waiters, and a thread that
+    // posts many sends takes it again after each one. A muted QP's reading is its poller's.
+    if (!muted) reader_waiting_.store(true, std::memory_order_relaxed);
     lock.lock();
-  else if (!lock.try_lock())
-    return std::nullopt;
+    reader_waiting_.store(false, std::memory_order_relaxed);
+  }
   if (!conn_) return PassResult{};
   // A muted QP's FIN is its poller's to read, but one the poller holds (Connection::eof_held)
   // stays this thread's to look at again: the poller may leave without a new edge to come.
@@ -88,12 +93,12 @@ bool QueuePair::drive(bool posted) {
   // Progress would first need a wakeup), and with nothing left makes no system call. Unless a
   // pass holds the peer's FIN until the CQs are empty (Connection::kEofHoldNs): an empty poll
   // is the moment they may be, and this poller the one that waits for the flushes.
-  if (tx_only && !conn_->eof_held()) return !qp_.tx_idle() && conn_->transmit();
+  if (tx_only && !conn_->eof_held()) return !qp_.tx_idle() && conn_->transmit(&reader_waiting_);
   // The socket refused the last write: the write that refused raised SOCK_NOSPACE, so the
   // kernel will report the space (EPOLLOUT) and Progress sends then; a write now can only say
   // EAGAIN again.
   if (posted && progress_ && conn_->wants_write()) return false;
-  if (posted) return conn_->transmit();
+  if (posted) return conn_->transmit(&reader_waiting_);
   const bool was_held = conn_->eof_held();
   const bool moved = conn_->progress();
   // A FIN this poll began to hold is handed to the Progress thread's timer too: the poller may

@@ -94,6 +94,8 @@ class QueuePair {
   }
   // Progress does not wake for its readability (runtime/progress.h).
   bool muted() const { return muted_.load(std::memory_order_relaxed); }
+  // Progress's pass waits for the thread that holds this QP, which reads for it meanwhile.
+  bool reader_waiting() const { return reader_waiting_.load(std::memory_order_relaxed); }
   // The Progress an empty poll lends its time to (Progress::lend), once attached.
   Progress* lender_target() const { return link() == Link::Up ? progress_ : nullptr; }
   bool awaits_inbound() const { return qp_.awaits_inbound(); }
@@ -126,6 +128,8 @@ class QueuePair {
   uint64_t progress_id_ = 0;      // Progress's key for this QP (0: not added)
   std::atomic<int64_t> polled_at_ns_{INT64_MIN};
   std::atomic<bool> muted_{false};  // written by Progress under its mutex
+  // Progress waits for mu_ to read (run_pass): whoever holds it reads once for it.
+  std::atomic<bool> reader_waiting_{false};
 };
 
 // An application's poll of a CQ, as ibv_poll_cq runs it over the QueuePairs that complete

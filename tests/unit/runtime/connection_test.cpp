@@ -129,29 +129,35 @@ TEST(ConnectionTest, AnUnreadableSourceIsALocalProtectionError) {
 
 // Reads hand out at most `chunk` bytes of `data` at a time, as TCP over loopback hands over at
 // most 64 KiB per read, and once `*eof` is set the end of `data` is the peer's FIN; writes are
-// taken whole. `log`, if given, counts the reads and notes how many came before the first write.
+// taken whole, or at most `write_max` octets of them. `log`, if given, counts the reads and the
+// writes and notes how many of each came before the first of the other.
 class ChunkStream final : public ByteStream {
  public:
   struct Log {
-    size_t reads = 0;
-    size_t reads_before_first_write = SIZE_MAX;
-    std::function<void(size_t reads)> on_read;  // after each read that returned bytes
+    size_t reads = 0, writes = 0;
+    size_t reads_before_first_write = SIZE_MAX, writes_before_first_read = SIZE_MAX;
+    size_t write_max = SIZE_MAX;
+    std::function<void(size_t reads)> on_read;    // after each read that returned bytes
+    std::function<void(size_t writes)> on_write;  // after each write
   };
   ChunkStream(const std::vector<uint8_t>* data, size_t chunk, const bool* eof = nullptr,
               Log* log = nullptr)
       : data_(data), chunk_(chunk), eof_(eof), log_(log) {}
   IoResult readv(const iovec* iov, int n) override {
     const IoResult r = read(iov, n);
-    if (log_ && r.status == IoStatus::Ok && ++log_->reads && log_->on_read)
-      log_->on_read(log_->reads);
+    if (!log_ || r.status != IoStatus::Ok) return r;
+    if (log_->writes_before_first_read == SIZE_MAX) log_->writes_before_first_read = log_->writes;
+    if (++log_->reads && log_->on_read) log_->on_read(log_->reads);
     return r;
   }
   IoResult writev(const iovec* iov, int n) override {
-    if (log_ && log_->reads_before_first_write == SIZE_MAX)
-      log_->reads_before_first_write = log_->reads;
     size_t total = 0;
     for (int i = 0; i < n; ++i) total += iov[i].iov_len;
-    return {IoStatus::Ok, total, 0};
+    if (!log_) return {IoStatus::Ok, total, 0};
+    if (log_->reads_before_first_write == SIZE_MAX) log_->reads_before_first_write = log_->reads;
+    ++log_->writes;
+    if (log_->on_write) log_->on_write(log_->writes);
+    return {IoStatus::Ok, std::min(total, log_->write_max), 0};
   }
   int fd() const override { return -1; }
   void shutdown_write() override {}
@@ -329,6 +335,53 @@ TEST(ConnectionTest, ASendPostedDuringAPassGoesOutBeforeItsReadsEnd) {
   EXPECT_GT(log.reads, 8u) << "the pass did not go on reading";
   EXPECT_LE(log.reads_before_first_write, 3u) << "the Send waited for the pass's reads";
   EXPECT_EQ(b.poll_send().size(), 1u);
+}
+
+// A pass's transmit half goes on while the socket takes writes, and over loopback the peer
+// drains as fast as we write: it ends only when the send queue is empty. A small message that
+// arrives meanwhile (ib_send_bw's credit Write) is read after at most kTxBytesPerRead more,
+// not after the whole queue: perftest's client looks at its credits after each completion
+// event and sleeps for good if the Write is not placed by its last one.
+TEST(ConnectionTest, ALongTransmitReadsWhatArrivedMeanwhile) {
+  using namespace engine;
+  test::Side a(1), b(2);
+  connect_loopback(a, b);
+  // b, the responder, sends 2 MiB, 64 KiB per write, once a's first FPDU came (RFC 6581 §5);
+  // a's Write into b's `credit` arrives after b's first write.
+  constexpr size_t kMsg = 8 * 32748, kWrites = 8;
+  std::vector<uint8_t> bulk(kMsg), sink(kMsg), credit_src(8, 0x77), credit(8, 0);
+  const memory::Stag bulk_key = b.reg_mr(bulk, 0);
+  const memory::Stag sink_key = a.reg_mr(sink, memory::kRemoteWrite | memory::kLocalWrite);
+  const memory::Stag src_key = a.reg_mr(credit_src, 0);
+  const memory::Stag credit_key = b.reg_mr(credit, memory::kRemoteWrite | memory::kLocalWrite);
+  const uint64_t credit_addr = reinterpret_cast<uint64_t>(credit.data());
+  std::vector<uint8_t> wire, later;
+  ASSERT_EQ(a.qp->post_send(write_wr(credit_src, src_key, credit_key, credit_addr, 1)), 0);
+  drain_tx(*a.qp, &wire);
+  std::fill(credit_src.begin(), credit_src.end(), 0x78);
+  ASSERT_EQ(a.qp->post_send(write_wr(credit_src, src_key, credit_key, credit_addr, 2)), 0);
+  drain_tx(*a.qp, &later);
+  for (size_t i = 0; i < kWrites; ++i)
+    ASSERT_EQ(b.qp->post_send(
+                  write_wr(bulk, bulk_key, sink_key, reinterpret_cast<uint64_t>(sink.data()), i)),
+              0);
+  ChunkStream::Log log;
+  log.write_max = 65536;
+  log.on_write = [&](size_t writes) {
+    if (writes == 1) wire.insert(wire.end(), later.begin(), later.end());
+  };
+  size_t writes_before_later = SIZE_MAX;
+  log.on_read = [&](size_t reads) {
+    if (reads == 2) writes_before_later = log.writes;
+  };
+  runtime::Connection c(b.qp.get(), std::make_unique<ChunkStream>(&wire, 65536, nullptr, &log));
+  c.progress();
+  EXPECT_GE(log.writes, kMsg * kWrites / 65536) << "the pass did not send the queue";
+  EXPECT_EQ(log.reads, 2u);
+  EXPECT_EQ(credit, credit_src) << "the second Write waited for the next pass";
+  EXPECT_EQ(log.reads_before_first_write, 1u);
+  EXPECT_LE(writes_before_later, runtime::Connection::kTxBytesPerRead / 65536 + 1)
+      << "the second Write waited for the pass's writes";
 }
 
 // ibv_rc_pingpong's last round over a lossy link: the server sends its last 16 KiB message and

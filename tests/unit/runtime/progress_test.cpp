@@ -272,6 +272,99 @@ bool becomes(const volatile uint8_t* p, uint8_t v, std::chrono::milliseconds lim
   return true;
 }
 
+// Writes take kChunk octets each, the first only once the test opens `gate`; reads find
+// nothing until `inbound` is set, then the peer's RDMA Write FPDU once. Records how many
+// writes had gone out when that FPDU was read, and by which thread.
+class GatedStream final : public transport::ByteStream {
+ public:
+  static constexpr size_t kChunk = 4096;
+  explicit GatedStream(std::vector<uint8_t> fpdu) : fpdu_(std::move(fpdu)) {}
+  transport::IoResult readv(const iovec* iov, int n) override {
+    ++reads;
+    if (!inbound || given_) return {transport::IoStatus::WouldBlock, 0, 0};
+    if (n < 1 || iov[0].iov_len < fpdu_.size()) return {transport::IoStatus::WouldBlock, 0, 0};
+    std::copy(fpdu_.begin(), fpdu_.end(), static_cast<uint8_t*>(iov[0].iov_base));
+    given_ = true;
+    writes_before_read = writes.load();
+    reader = std::this_thread::get_id();
+    return {transport::IoStatus::Ok, fpdu_.size(), 0};
+  }
+  transport::IoResult writev(const iovec* iov, int n) override {
+    if (writes == 0) {
+      writing = true;
+      while (!gate) std::this_thread::sleep_for(100us);
+    }
+    size_t total = 0;
+    for (int i = 0; i < n; ++i) total += iov[i].iov_len;
+    ++writes;
+    return {transport::IoStatus::Ok, std::min(total, kChunk), 0};
+  }
+  int fd() const override { return -1; }
+  void shutdown_write() override {}
+  void abort() override {}
+  uint32_t emss() const override { return 1460; }
+  std::atomic<bool> gate{false}, writing{false}, inbound{false};
+  std::atomic<int> reads{0}, writes{0}, writes_before_read{-1};
+  std::thread::id reader;
+
+ private:
+  std::vector<uint8_t> fpdu_;
+  bool given_ = false;
+};
+
+// A poster that holds the QP while it writes much (here 64 KiB in 4 KiB writes) reads for the
+// Progress thread that waits for the QP meanwhile, between two of its writes: ib_send_bw's
+// client posted 100 sends of 64 KiB after each completion event, each post transmitting, so
+// the server's credit Write waited in the socket until the posting stopped, and perftest's
+// event loop, which looks at its credits only after a completion, then slept for ever.
+TEST(QueuePairTest, APosterHoldingTheQpReadsForTheProgressThreadThatWaits) {
+  engine::test::Side side(1);
+  std::vector<uint8_t> src(64 << 10, 0x5a), region(64, 0);
+  const memory::Stag lk = side.reg_mr(src, 0);
+  const memory::Stag rk = side.reg_mr(region, memory::kLocalWrite | memory::kRemoteWrite);
+  auto s = std::make_unique<GatedStream>(
+      write_fpdu(rk, reinterpret_cast<uintptr_t>(region.data()), region.size(), 0xc3));
+  GatedStream* stream = s.get();
+  Progress p;
+  QueuePair qp(config_of(side, 1));
+  engine::ConnParams params;
+  params.initiator = true;
+  params.crc = false;  // as write_fpdu encodes it
+  ASSERT_EQ(qp.attach(std::move(s), params, &p), 0);
+  // The thread's first pass (attach queues one) is over once it read and let go of the QP.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto within_2s = [&] { return std::chrono::steady_clock::now() - t0 < 2s; };
+  while (stream->reads == 0 && within_2s()) std::this_thread::sleep_for(100us);
+  ASSERT_GT(stream->reads, 0);
+  qp.with_engine([](engine::Qp&) {});  // takes the QP's mutex: after that pass
+  engine::SendWr w;
+  w.wr_id = 1;
+  w.num_sge = 1;
+  w.sg_list[0] = engine::test::sge_of(src, lk);
+  ASSERT_EQ(qp.post_send(w), 0);
+  std::thread::id poster;
+  std::thread t([&] {
+    poster = std::this_thread::get_id();
+    qp.drive(true);
+  });
+  while (!stream->writing && within_2s()) std::this_thread::sleep_for(100us);
+  ASSERT_TRUE(stream->writing) << "the poster did not write";
+  // The peer's Write arrives, and Progress, kicked, waits for the poster's QP.
+  stream->inbound = true;
+  p.kick(&qp);
+  while (!qp.reader_waiting() && within_2s()) std::this_thread::sleep_for(100us);
+  const bool waited = qp.reader_waiting();
+  stream->gate = true;
+  t.join();
+  ASSERT_TRUE(waited) << "the Progress thread never waited for the QP";
+  EXPECT_TRUE(becomes(&region[63], 0xc3, 2000ms)) << "the Write was not placed";
+  EXPECT_EQ(stream->reader, poster) << "the Write waited for the Progress thread";
+  EXPECT_LT(stream->writes_before_read, 3) << "the Write waited for the poster's writes";
+  EXPECT_GE(stream->writes, int(src.size() / GatedStream::kChunk));
+  EXPECT_FALSE(qp.reader_waiting());
+  qp.leave_progress();
+}
+
 // A TCP stream that counts its reads (from whichever thread makes them).
 class CountedTcpStream final : public transport::ByteStream {
  public:
