@@ -648,6 +648,23 @@ TEST(ProgressTest, APostBehindAFullSocketLeavesTheWriteToTheThread) {
   close(lfd);
 }
 
+// The kernel's preemptions of the calling thread since construction (RUSAGE_THREAD's
+// involuntary context switches), at most `cap`: a poller preempted for longer than the grace
+// (or the late unlend) lets the Progress thread wake as if nobody polled, once per preemption,
+// which a loaded machine does and the lease cannot prevent.
+class Preemptions {
+ public:
+  Preemptions() { EXPECT_EQ(getrusage(RUSAGE_THREAD, &at_), 0); }
+  long up_to(long cap) const {
+    rusage now{};
+    EXPECT_EQ(getrusage(RUSAGE_THREAD, &now), 0);
+    return std::min(now.ru_nivcsw - at_.ru_nivcsw, cap);
+  }
+
+ private:
+  rusage at_{};
+};
+
 // How often the Progress thread went to sleep so far: the voluntary context switches of the
 // process's "uiw-progress" threads (one Progress lives at a time in these tests).
 long progress_thread_sleeps() {
@@ -823,8 +840,7 @@ TEST(ProgressTest, ABusyPollerPlacesOtherQpsWritesWhileTheThreadSleeps) {
     }
     constexpr long kWrites = 10;
     const long before = progress_thread_sleeps();
-    rusage ru0{}, ru1{};
-    ASSERT_EQ(getrusage(RUSAGE_THREAD, &ru0), 0);
+    const Preemptions preemptions;
     const auto t0 = std::chrono::steady_clock::now();
     for (uint8_t v = 3; v < 3 + kWrites; ++v) {
       poll_for(5ms);
@@ -832,18 +848,16 @@ TEST(ProgressTest, ABusyPollerPlacesOtherQpsWritesWhileTheThreadSleeps) {
       ASSERT_TRUE(poller.poll_until(t.first, v, 2000ms));
     }
     const long sleeps = progress_thread_sleeps() - before;
-    ASSERT_EQ(getrusage(RUSAGE_THREAD, &ru1), 0);
     // Parked, the thread still sleeps once when it gets there (that may be after `before` on a
-    // slow machine) and once more per grace period the loop outlasts (the park's timeout). A
-    // poller preempted for longer than the grace lets it wake as if nobody polled: once more
-    // for each preemption the kernel counted, up to half the Writes (woken for each, it sleeps
-    // at least once per Write).
+    // slow machine) and once more per grace period the loop outlasts (the park's timeout); and
+    // once per preemption of the poller, up to half the Writes (woken for each, it sleeps at
+    // least once per Write).
     const long parks = 2 + (std::chrono::steady_clock::now() - t0) / PolledQp::kGrace;
-    const long preempted = ru1.ru_nivcsw - ru0.ru_nivcsw;
+    const long preempted = preemptions.up_to(kWrites / 2);
     if (lend == 0us)
       EXPECT_GE(sleeps, kWrites / 2) << "without lending the thread should wake for each Write";
     else
-      EXPECT_LE(sleeps, parks + std::min(preempted, kWrites / 2))
+      EXPECT_LE(sleeps, parks + preempted)
           << "the thread woke for Writes a busy poller could place: " << sleeps
           << " sleeps, the poller preempted " << preempted << " times";
   }
@@ -933,8 +947,7 @@ TEST(ProgressTest, APollerThatComesBackAtOnceKeepsItsLease) {
   for (int i = 0; i < 200; ++i) EXPECT_EQ(poller.poll(), 0u);
   std::this_thread::sleep_for(5ms);  // the thread sees the lease and parks
   const long before = progress_thread_sleeps();
-  rusage ru0{}, ru1{};
-  ASSERT_EQ(getrusage(RUSAGE_THREAD, &ru0), 0);
+  const Preemptions preemptions;
   const auto t0 = std::chrono::steady_clock::now();
   for (uint32_t msn = 1; msn <= kMessages; ++msn) {
     poller.peer_sends(msn);
@@ -945,14 +958,12 @@ TEST(ProgressTest, APollerThatComesBackAtOnceKeepsItsLease) {
     while (std::chrono::steady_clock::now() - t1 < 1ms) EXPECT_EQ(poller.poll(), 0u);
   }
   const long sleeps = progress_thread_sleeps() - before;
-  ASSERT_EQ(getrusage(RUSAGE_THREAD, &ru1), 0);
-  // It parks again once per grace period; and a poller preempted for longer than the late
-  // unlend (a loaded machine) may let it wake now and then: a few times, and once more for
-  // each preemption the kernel counted, up to half the messages (woken at once it would sleep
-  // twice per message).
+  // It parks again once per grace period; and a loaded machine may let it wake now and then: a
+  // few times, and once per preemption of the poller, up to half the messages (woken at once
+  // it would sleep twice per message).
   const long parks = 1 + (std::chrono::steady_clock::now() - t0) / PolledQp::kGrace;
-  const long preempted = ru1.ru_nivcsw - ru0.ru_nivcsw;
-  EXPECT_LE(sleeps, parks + kMessages / 4 + std::min<long>(preempted, kMessages / 2))
+  const long preempted = preemptions.up_to(kMessages / 2);
+  EXPECT_LE(sleeps, parks + kMessages / 4 + preempted)
       << "the thread woke between a poller's completion and its next poll: " << sleeps
       << " sleeps, the poller preempted " << preempted << " times";
 }
