@@ -40,6 +40,24 @@ vm_die() {
 vm_now() { date +%s.%N | cut -c1-14; }
 vm_since() { awk -v a="$1" -v b="$(vm_now)" 'BEGIN { printf "%.1f", b - a }'; }
 
+# vm_stale_int3 CONSOLE: the kernel's first oops in the console log is an int3 trap outside
+# uiw.ko at an address whose byte is no longer int3 (the "Code:" dump marks the byte after the
+# trap; the one before it is not 0xcc). The kernel patches its code with text_poke_bp: an int3
+# first, then the new bytes, then a sync of every CPU; a trap on bytes memory no longer holds
+# is a vCPU still running a translation made while the int3 was there, which multi-threaded
+# TCG allows and a real CPU after that sync does not (seen in udp6_ehashfn on Debian
+# unstable's 7.2, and in sched_clock_tick during a boot of Debian 13's 6.12).
+vm_stale_int3() {
+  awk '
+    !oops { if (/Oops: int3/) oops = 1; else if (/Oops:|BUG:|general protection|Kernel panic/) exit; next }
+    !rip && /RIP: 0010:/ { rip = 1; if (/\[uiw\]/) exit; next }
+    rip && /Code: / {
+      for (i = 2; i <= NF; i++) if ($i ~ /^<[0-9a-f][0-9a-f]>$/) { stale = $(i - 1) != "cc"; exit }
+      exit
+    }
+    END { exit !stale }' "$1"
+}
+
 vm_pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
 # vm_need_packages PKG...: installs what is missing; waits for a running apt/dpkg first.
