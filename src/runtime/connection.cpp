@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 
 namespace uiw::runtime {
 
@@ -141,10 +142,10 @@ bool Connection::hold_eof() {
 }
 
 bool Connection::transmit(std::atomic<bool>* reader_waits) {
-  return write_out(reader_waits, false);
+  return write_out(reader_waits, SIZE_MAX);
 }
 
-bool Connection::write_out(std::atomic<bool>* reader_waits, bool read_between) {
+bool Connection::write_out(std::atomic<bool>* reader_waits, size_t read_every) {
   bool moved = false;
   blocked_ = false;
   size_t since_read = 0;
@@ -155,10 +156,11 @@ bool Connection::write_out(std::atomic<bool>* reader_waits, bool read_between) {
   while (!tx_shut_) {
     std::span<const iovec> iov = qp_->tx_pending();
     if (iov.empty()) break;
-    // Its reads transmit between their rounds (receive), and this loop goes on after them.
+    // A read for the waiting thread, or the pass's own after read_every bytes; receive()
+    // itself transmits between its rounds, and this loop sends what is left after it.
     const bool waited = reader_waits && reader_waits->load(std::memory_order_relaxed) &&
                         reader_waits->exchange(false, std::memory_order_relaxed);
-    if ((waited || since_read >= kTxBytesPerRead) && !rx_closed_) {
+    if ((waited || since_read >= read_every) && !rx_closed_) {
       since_read = 0;
       moved |= receive();
       continue;
@@ -177,7 +179,7 @@ bool Connection::write_out(std::atomic<bool>* reader_waits, bool read_between) {
       return true;
     }
     ++stats_.writes;
-    if (read_between) since_read += r.bytes;
+    since_read += r.bytes;
     qp_->tx_commit(r.bytes);
     moved = true;
   }
@@ -191,7 +193,7 @@ bool Connection::write_out(std::atomic<bool>* reader_waits, bool read_between) {
 
 bool Connection::progress() {
   const bool rx = receive();
-  const bool tx = write_out(nullptr, true);
+  const bool tx = write_out(nullptr, kTxBytesPerRead);
   return rx || tx;
 }
 

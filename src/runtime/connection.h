@@ -92,8 +92,8 @@ class Connection {
 
  private:
   bool receive();
-  // transmit(), and with read_between a receive() every kTxBytesPerRead written.
-  bool write_out(std::atomic<bool>* reader_waits, bool read_between);
+  // transmit(), with a receive() after every read_every bytes written (SIZE_MAX: none).
+  bool write_out(std::atomic<bool>* reader_waits, size_t read_every);
   bool hold_eof();        // the FIN just read waits for a later pass (kEofHoldNs)
   void pick_read_size();  // after the staging buffer was consumed
 
