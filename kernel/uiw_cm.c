@@ -293,6 +293,33 @@ bool uiw_sk_peer_gone(const struct sock *sk)
 	       state == TCP_LAST_ACK || (READ_ONCE(sk->sk_shutdown) & RCV_SHUTDOWN);
 }
 
+/*
+ * Bytes a uiw TCP socket holds received but not yet placed. The provider drains its sockets
+ * from a thread of the application, not in softirq as siw or an RNIC places, and a Send
+ * completes at its source once its socket took it (RFC 5041 §5.3: once the LLP will deliver
+ * it reliably; RFC 5040 §5.5: not a sign it was placed). With the kernel's autotuning the
+ * receive buffer grows to net.ipv4.tcp_rmem[2] (6 MiB on Debian), so a sender's completions
+ * could run that far ahead of the receiver's placement, and a small message waited behind as
+ * much bulk data. A fixed buffer bounds both. Set before connect/listen, so that the first
+ * window advertised already follows it and accepted sockets inherit the listener's.
+ */
+static uint tcp_rcvbuf = 2 << 20;
+module_param(tcp_rcvbuf, uint, 0644);
+MODULE_PARM_DESC(tcp_rcvbuf, "Receive buffer of uiw's TCP sockets, bytes, fixed when a socket is made (default 2 MiB; 0: the kernel's autotuning up to net.ipv4.tcp_rmem)");
+
+static void uiw_tcp_set_rcvbuf(struct sock *sk)
+{
+	uint bytes = READ_ONCE(tcp_rcvbuf);
+
+	if (!bytes)
+		return;
+	/* As SO_RCVBUFFORCE would, without CAP_NET_ADMIN: the size is uiw's. */
+	lock_sock(sk);
+	sk->sk_userlocks |= SOCK_RCVBUF_LOCK;
+	WRITE_ONCE(sk->sk_rcvbuf, clamp_t(uint, bytes, SOCK_MIN_RCVBUF, INT_MAX));
+	release_sock(sk);
+}
+
 int uiw_sock_create(struct uiw_dev *udev, int family, struct socket **s)
 {
 	/*
@@ -306,12 +333,14 @@ int uiw_sock_create(struct uiw_dev *udev, int family, struct socket **s)
 	if (rv)
 		return rv;
 	sock_set_reuseaddr((*s)->sk);
-	if (proto == IPPROTO_SCTP) {
-		rv = uiw_sctp_sock_setup(*s);
-		if (rv) {
-			sock_release(*s);
-			*s = NULL;
-		}
+	if (proto != IPPROTO_SCTP) {
+		uiw_tcp_set_rcvbuf((*s)->sk);
+		return 0;
+	}
+	rv = uiw_sctp_sock_setup(*s);
+	if (rv) {
+		sock_release(*s);
+		*s = NULL;
 	}
 	return rv;
 }
