@@ -323,8 +323,8 @@ static void uiw_tcp_set_rcvbuf(struct sock *sk)
 int uiw_sock_create(struct uiw_dev *udev, int family, struct socket **s)
 {
 	/*
-	 * A user socket (kern = 0) in the netdev's namespace: it pins the namespace, so it
-	 * may be handed to user space (KERNEL_HELPER.md §3.2).
+	 * A user socket (kern = 0) in the netdev's namespace: unlike a kernel socket it holds
+	 * a reference on the namespace (sk_net_refcnt), so it may be handed to user space.
 	 */
 	int proto = uiw_llp_protocol(udev);	/* TCP, or SCTP (uiw_sctp.c) */
 	int rv = __sock_create(dev_net(udev->netdev), family, SOCK_STREAM,

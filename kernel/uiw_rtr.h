@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause */
 /*
- * Connect-on-RTR (DESIGN.md, Connection setup 2): ibv_modify_qp to RTR with a destination
+ * Connect-on-RTR: ibv_modify_qp to RTR with a destination
  * QPN and the peer's GID (an IP address of a uiw device) makes uiw.ko connect the QP itself,
  * the way applications that exchange QPN/GID out of band (ibv_rc_pingpong, perftest without
  * -R, pyverbs RC tests) expect of an RNIC.

@@ -114,7 +114,7 @@ static int uiw_get_port_immutable(struct ib_device *ibdev, u32 port,
 				  struct ib_port_immutable *immutable)
 {
 	immutable->gid_tbl_len = UIW_GID_TBL_LEN;
-	/* cma_bind_loopback() needs pkey index 0 (KERNEL_HELPER.md §1.6). */
+	/* cma_bind_loopback() reads pkey index 0 (ib_get_cached_pkey), iWARP too. */
 	immutable->pkey_tbl_len = 1;
 	immutable->core_cap_flags = RDMA_CORE_PORT_IWARP;
 	return 0;

@@ -515,7 +515,7 @@ class HostileDataTest(HostileBase):
                          (cause(2, 0, T.kMpaConnectionLost), False, False, False))
         rep = self.finish(peer)
         # As with a bad CRC: the header was valid, so the 20 payload octets that arrived went
-        # straight into the first posted receive (directed placement, DESIGN.md); that receive
+        # straight into the first posted receive (directed placement: the provider reads payload into it); that receive
         # is flushed, never completed, and nothing else changes.
         self.assert_untouched(rep, recv_too=False)
         self.assertIn(rep.region_changed("recv"), ((0, -1), (20, 0)), rep)

@@ -1,8 +1,8 @@
 """Host tests of the uiwwire python module (pyverbs-tests/wire_module/uiw_wire_py.cpp).
 
-Byte-exact against the vectors of REQUIREMENTS.md section 8 (RFC 3720 Appendix B.4 CRC32c
-vectors, RFC 5044 Figures 5 and 6, the derived FPDU table 8.6) and the MPA frame layout of
-RFC 5044 7.1.1 / RFC 6581. Run: PYTHONPATH=<build>/python python3 -m unittest discover -s
+Byte-exact against the CRC32c vectors of RFC 3720 Appendix B.4, RFC 5044 Figures 5 and 6,
+FPDUs derived by hand from the header layouts of RFC 5040 / 5041 / 5044, and the MPA frame
+layout of RFC 5044 7.1.1 / RFC 6581. Run: PYTHONPATH=<build>/python python3 -m unittest discover -s
 pyverbs-tests/wire_module (ctest: pyverbs_wire_module).
 """
 import unittest
@@ -63,7 +63,7 @@ class FpduTest(unittest.TestCase):
                                                     [fpdu1_ulpdu, ulpdu2], "None"))
 
     def test_derived_vectors(self):
-        # REQUIREMENTS.md 8.6 (no Markers, CRC on).
+        # Derived FPDUs (no Markers, CRC on).
         cases = [
             ("4143" "00000000" "00000000" "00000001" "00000000",
              "00124143 00000000 00000000 00000001 00000000 587be8c4"),
@@ -120,7 +120,7 @@ class DdpRdmapTest(unittest.TestCase):
                          (18, 2, 3, 4, 0xAABBCCDD, 7, 0x100))
 
     def test_read_request_vector(self):
-        # REQUIREMENTS.md 8.6: the Read Request FPDU.
+        # The Read Request FPDU (RFC 5040 §4.4, derived).
         ddp = w.DdpHeader(rdmap_control=w.rdmap_control(w.Opcode.ReadRequest), qn=1, msn=1)
         rr = w.ReadRequest(sink_stag=0x11111111, sink_to=0x2000, size=0x100,
                            src_stag=0x22222222, src_to=0x3000)
@@ -147,7 +147,7 @@ class DdpRdmapTest(unittest.TestCase):
 
 class TerminateTest(unittest.TestCase):
     def test_derived_vector(self):
-        # REQUIREMENTS.md 8.6: DDP/Tagged/Base-or-bounds, M=D=1, length 18, copied Write header.
+        # Derived (RFC 5040 §4.8): DDP/Tagged/Base-or-bounds, M=D=1, length 18, copied Write header.
         copied = H("c140" "12345678" "0000000000001000")
         t = w.Terminate(w.TerminateCause(w.term.LAYER_DDP, w.term.kDdpTagged, w.term.kDdpBaseBounds),
                         m=True, d=True, ddp_segment_length=18, ddp_header=copied)

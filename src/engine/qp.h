@@ -1,7 +1,7 @@
 // The per-QP protocol machine: RDMAP over DDP (RFC 5040 / 5041) over a framer (framer.h): MPA
 // over TCP (RFC 5044 + 6581) or one SCTP message per segment (RFC 5043).
 //
-// Sans-IO (STYLE.md, nghttp2/ngtcp2): the Qp never touches a socket or a clock. The lower layer
+// Sans-IO, as nghttp2 and ngtcp2 are: the Qp never touches a socket or a clock. The lower layer
 // moves bytes:
 //   receive:  auto need = qp.rx_need();  n = readv(fd, need.dst, need.len);  qp.rx_commit(n);
 //             (a "directed read": payload lands straight in the registered buffer it belongs to),

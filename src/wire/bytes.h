@@ -3,7 +3,8 @@
 // Every multi-octet iWARP header field is big-endian (RFC 5040 §4, RFC 5041 §4, RFC 5044 §4.1);
 // the one exception is the MPA CRC32c, which goes on the wire least-significant octet first
 // (RFC 5044 §4.4, Figures 5 and 6), hence load_le32/store_le32.
-// Layouts are built with these helpers, never with packed structs or bitfields (STYLE.md §4).
+// Layouts are built with these helpers, never with packed structs or bitfields, whose layout,
+// byte order and alignment are the compiler's.
 #pragma once
 
 #include <cstddef>

@@ -26,7 +26,7 @@ std::vector<uint8_t> wire_crc(const std::vector<uint8_t>& data) {
 TEST(Crc32cTest, CheckValue123456789) {
   const char* s = "123456789";
   EXPECT_EQ(crc32c(s, 9), 0xE3069283u);
-  // ISA-L convention (DESIGN.md): crc32_iscsi(buf, len, 0xFFFFFFFF) ^ 0xFFFFFFFF.
+  // ISA-L's convention: crc32_iscsi(buf, len, 0xFFFFFFFF) ^ 0xFFFFFFFF.
   EXPECT_EQ(crc32c_final(crc32c_update(kCrc32cInit, s, 9)), 0xE3069283u);
 }
 
