@@ -301,22 +301,28 @@ bool uiw_sk_peer_gone(const struct sock *sk)
  * receive buffer grows to net.ipv4.tcp_rmem[2] (6 MiB on Debian), so a sender's completions
  * could run that far ahead of the receiver's placement, and a small message waited behind as
  * much bulk data. A fixed buffer bounds both. Set before connect/listen, so that the first
- * window advertised already follows it and accepted sockets inherit the listener's.
+ * window advertised already follows it.
  */
 static uint tcp_rcvbuf = 2 << 20;
 module_param(tcp_rcvbuf, uint, 0644);
 MODULE_PARM_DESC(tcp_rcvbuf, "Receive buffer of uiw's TCP sockets, bytes, fixed when a socket is made (default 2 MiB; 0: the kernel's autotuning up to net.ipv4.tcp_rmem)");
 
-static void uiw_tcp_set_rcvbuf(struct sock *sk)
+/*
+ * Fixes sk's send and receive buffers (0: leave that one to the kernel) as SO_SNDBUFFORCE and
+ * SO_RCVBUFFORCE would, without the caller's CAP_NET_ADMIN: the sizes are uiw's, not the
+ * application's. Before connect/listen; accepted sockets inherit the listener's.
+ */
+void uiw_sock_fix_bufs(struct sock *sk, uint sndbuf, uint rcvbuf)
 {
-	uint bytes = READ_ONCE(tcp_rcvbuf);
-
-	if (!bytes)
-		return;
-	/* As SO_RCVBUFFORCE would, without CAP_NET_ADMIN: the size is uiw's. */
 	lock_sock(sk);
-	sk->sk_userlocks |= SOCK_RCVBUF_LOCK;
-	WRITE_ONCE(sk->sk_rcvbuf, clamp_t(uint, bytes, SOCK_MIN_RCVBUF, INT_MAX));
+	if (sndbuf) {
+		sk->sk_userlocks |= SOCK_SNDBUF_LOCK;
+		WRITE_ONCE(sk->sk_sndbuf, clamp_t(uint, sndbuf, SOCK_MIN_SNDBUF, INT_MAX));
+	}
+	if (rcvbuf) {
+		sk->sk_userlocks |= SOCK_RCVBUF_LOCK;
+		WRITE_ONCE(sk->sk_rcvbuf, clamp_t(uint, rcvbuf, SOCK_MIN_RCVBUF, INT_MAX));
+	}
 	release_sock(sk);
 }
 
@@ -334,7 +340,7 @@ int uiw_sock_create(struct uiw_dev *udev, int family, struct socket **s)
 		return rv;
 	sock_set_reuseaddr((*s)->sk);
 	if (proto != IPPROTO_SCTP) {
-		uiw_tcp_set_rcvbuf((*s)->sk);
+		uiw_sock_fix_bufs((*s)->sk, 0, READ_ONCE(tcp_rcvbuf));
 		return 0;
 	}
 	rv = uiw_sctp_sock_setup(*s);

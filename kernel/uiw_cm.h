@@ -155,6 +155,7 @@ void uiw_sk_watch(struct uiw_cep *cep);
 void uiw_cep_release_sock(struct uiw_cep *cep, bool abort);
 bool uiw_sk_peer_gone(const struct sock *sk);
 int uiw_sock_create(struct uiw_dev *udev, int family, struct socket **s);
+void uiw_sock_fix_bufs(struct sock *sk, uint sndbuf, uint rcvbuf);
 const struct cred *uiw_privileged_begin(void);
 void uiw_privileged_end(const struct cred *old);
 int uiw_addr_len(const struct sockaddr_storage *a);

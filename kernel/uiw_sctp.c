@@ -64,20 +64,9 @@ static int uiw_sctp_setopt(struct socket *s, int opt, void *val, unsigned int le
  * SCTP does not autotune its buffers as TCP does: the receive window it advertises in INIT /
  * INIT-ACK is half the receive buffer (net.core.rmem_default, 208 KiB here), about three DDP
  * Segments of a loopback path MTU, and the sender stalls on it. Both buffers are sized for a
- * few dozen segments before the association exists (set here, before connect/listen; accepted
- * sockets inherit the listener's). As SO_{SND,RCV}BUFFORCE would, but without the caller's
- * CAP_NET_ADMIN: the sizes are uiw's, not the application's.
+ * few dozen segments before the association exists (uiw_sock_fix_bufs).
  */
 #define UIW_SCTP_BUF (4 << 20)
-
-static void uiw_sctp_set_bufs(struct sock *sk)
-{
-	lock_sock(sk);
-	sk->sk_userlocks |= SOCK_SNDBUF_LOCK | SOCK_RCVBUF_LOCK;
-	WRITE_ONCE(sk->sk_sndbuf, UIW_SCTP_BUF);
-	WRITE_ONCE(sk->sk_rcvbuf, UIW_SCTP_BUF);
-	release_sock(sk);
-}
 
 int uiw_sctp_sock_setup(struct socket *s)
 {
@@ -111,7 +100,7 @@ int uiw_sctp_sock_setup(struct socket *s)
 	/* §11.2: untagged messages SHOULD NOT wait for bundling. */
 	rv = rv ?: uiw_sctp_setopt(s, SCTP_NODELAY, &one, sizeof(one));
 	if (!rv)
-		uiw_sctp_set_bufs(s->sk);
+		uiw_sock_fix_bufs(s->sk, UIW_SCTP_BUF, UIW_SCTP_BUF);
 	return rv;
 }
 
