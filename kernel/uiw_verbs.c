@@ -698,8 +698,13 @@ static int uiw_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 	qp->max_recv_sge = cap->max_recv_sge;
 	qp->num_rqe = attr->srq ? 0 : cap->max_recv_wr;
 
-	/* Publish last: iw_get_qp() may find the QP as soon as it is in the table. */
-	rv = xa_alloc_cyclic(&udev->qp_xa, &qpn, qp,
+	/*
+	 * Reserve the QPN now and publish the QP only once nothing can fail: iw_get_qp() and
+	 * uiw_qp_lookup() take references as soon as the QP is in the table, which only
+	 * destroy_qp waits for. An allocating XArray keeps a NULL entry as reserved (xa_load
+	 * sees NULL), and storing into a reserved slot needs no memory.
+	 */
+	rv = xa_alloc_cyclic(&udev->qp_xa, &qpn, NULL,
 			     XA_LIMIT(UIW_QPN_MIN, UIW_QPN_MAX), &udev->qp_next,
 			     GFP_KERNEL);
 	if (rv < 0)
@@ -712,11 +717,11 @@ static int uiw_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 	rv = uiw_respond(udata, &resp, sizeof(resp));
 	if (rv)
 		goto err_qpn;
+	xa_store(&udev->qp_xa, qpn, qp, GFP_KERNEL);
 	return 0;
 
 err_qpn:
 	xa_erase(&udev->qp_xa, qpn);
-	synchronize_rcu();
 err_owner:
 	put_pid(qp->owner);
 	atomic_dec(&udev->num_qp);
