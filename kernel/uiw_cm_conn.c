@@ -157,11 +157,14 @@ void uiw_cm_send_reject(struct uiw_cep *cep, const void *pd, u8 pd_len)
 }
 
 /*
- * The listener's backlog is full of children still waiting for their MPA Request: expire
- * the oldest now rather than refuse the new connection. An Initiator sends its Request as
- * soon as TCP is up (RFC 5044 §7.1), so a peer that holds connections open without one
- * cannot keep the next legitimate connection out; it only loses its oldest. False if none
- * could be expired (its worker is running): the new connection is refused then.
+ * The listener's backlog is full of children still waiting for their MPA Request: drop the
+ * oldest now rather than refuse the new connection. An Initiator sends its Request as soon
+ * as TCP is up (RFC 5044 §7.1), so a peer that holds connections open without one cannot
+ * keep the next legitimate connection out; it only loses its oldest. Dropped here, not by
+ * arming its timer: uiw_cm_wq is ordered, so the timer would run only after this accept
+ * loop, which would find the same child first again for every connection it accepts and
+ * let the children outgrow the backlog. False if none could be dropped (its worker is
+ * running): the new connection is refused then.
  */
 static bool uiw_cm_expire_oldest_child(struct uiw_cep *lcep)
 {
@@ -179,7 +182,7 @@ static bool uiw_cm_expire_oldest_child(struct uiw_cep *lcep)
 		return false;
 	if (mutex_trylock(&old->lock)) {
 		if (old->state == UIW_CEP_AWAIT_MPAREQ) {
-			uiw_cep_arm_timer(old, 0);	/* uiw_cep_timeout drops it */
+			uiw_cm_child_drop(old);
 			expired = true;
 		}
 		mutex_unlock(&old->lock);

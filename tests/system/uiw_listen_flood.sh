@@ -7,7 +7,8 @@
 # failed every legitimate connect; now the oldest idle child is dropped for the newcomer, and a
 # connect-on-RTR initiator whose connection is reset before any Reply retries.
 #   rdma_cm: nobody holds 130 idle connections to an `rping -s` listener (backlog 3) on uiw0
-#     while `rping -c -V` from uiw1 runs 20 verified pings: it must pass.
+#     while `rping -c -V` from uiw1 runs 20 verified pings: it must pass, and the listener's
+#     side never holds more than its backlog of children and TCP's accept queue.
 #   connect-on-RTR: root on the initiator's host (the only one who may bind the privileged
 #     source ports the service admits) holds 130 idle connections from ports 600-999 to the
 #     responder's rtr_port while `ibv_rc_pingpong -g 0 -c` runs: it must pass.
@@ -23,7 +24,17 @@ EXIT_ACCEPT="rping_exit_race 20" # rping's own teardown race (lib.sh)
 start_bg cm-server rping -s -a "$UIW0_ADDR" -p 7940 -C 20 -S 2000 -V -v
 wait_cm_listen 7940
 start_bg cm-holder as_nobody /usr/bin/python3 holder.py "$UIW0_ADDR" 7940 130 40 "$UIW1_ADDR"
-sleep 8
+# Meanwhile the listener's side holds at most its backlog of children (3) and TCP's accept
+# queue (backlog + 1): uiw.ko used to expire the oldest child by a timer that could run only
+# after its accept loop, which then found the same child for every connection it took.
+most=0
+for _ in 1 2 3 4 5 6 7 8; do
+  n=$(ss -Htn state established "( sport = :7940 )" | wc -l)
+  [ "$n" -le "$most" ] || most=$n
+  nap 1
+done
+log "the listener's side held at most $most connections"
+[ "$most" -le 8 ] || fail "rdma_cm listener with backlog 3 held $most connections (at most 8 expected)"
 run_fg cm-client 300 rping -c -a "$UIW0_ADDR" -I "$UIW1_ADDR" -p 7940 -C 20 -S 2000 -V -v
 wait_bg cm-server 60
 for side in client server; do
