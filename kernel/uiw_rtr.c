@@ -265,11 +265,7 @@ int uiw_rtr_prepare(struct uiw_qp *qp, const struct ib_qp_attr *attr,
 			  UIW_RTR_ROLE_INITIATOR : UIW_RTR_ROLE_RESPONDER;
 
 	spin_lock_bh(&qp->lock);
-	if (qp->rtr.role != UIW_RTR_ROLE_NONE)
-		rv = qp->rtr.dest_qpn == t->dest_qpn &&
-				     uiw_gid_eq(&qp->rtr.sgid, &t->sgid) &&
-				     uiw_gid_eq(&qp->rtr.dgid, &t->dgid) ?
-			     1 : -EINVAL;
+	rv = uiw_rtr_claim(qp, t);
 	spin_unlock_bh(&qp->lock);
 	if (rv)
 		return rv;
@@ -283,7 +279,26 @@ int uiw_rtr_prepare(struct uiw_qp *qp, const struct ib_qp_attr *attr,
 	return 0;
 }
 
-/* Caller holds qp->lock and has moved the QP to RTR. */
+/*
+ * Caller holds qp->lock. Whether the RTR modify t may commit: 0 if the QP has no connection
+ * yet, 1 if it already runs this very one (a repeated RTR), else -EINVAL. uiw_rtr_prepare
+ * asks before it listens; modify_qp asks again under the lock it commits under, since uverbs
+ * lets modifies of one QP run at once (it holds the QP's uobject shared) and another RTR
+ * may have committed in between.
+ */
+int uiw_rtr_claim(struct uiw_qp *qp, const struct uiw_rtr_target *t)
+{
+	const struct uiw_rtr_qp *r = &qp->rtr;
+
+	lockdep_assert_held(&qp->lock);
+	if (r->role == UIW_RTR_ROLE_NONE)
+		return 0;
+	return r->dest_qpn == t->dest_qpn && uiw_gid_eq(&r->sgid, &t->sgid) &&
+			       uiw_gid_eq(&r->dgid, &t->dgid) ?
+		       1 : -EINVAL;
+}
+
+/* Caller holds qp->lock, has claimed the QP and moved it to RTR. */
 void uiw_rtr_commit(struct uiw_qp *qp, const struct uiw_rtr_target *t)
 {
 	struct uiw_rtr_qp *r = &qp->rtr;

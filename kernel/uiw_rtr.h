@@ -124,6 +124,7 @@ void uiw_rtr_qp_init(struct uiw_qp *qp);
 bool uiw_rtr_wanted(const struct ib_qp_attr *attr, int mask);
 int uiw_rtr_prepare(struct uiw_qp *qp, const struct ib_qp_attr *attr,
 		    struct uiw_rtr_target *t);
+int uiw_rtr_claim(struct uiw_qp *qp, const struct uiw_rtr_target *t);
 void uiw_rtr_commit(struct uiw_qp *qp, const struct uiw_rtr_target *t);
 void uiw_rtr_abandon(struct uiw_qp *qp, const struct uiw_rtr_target *t);
 int uiw_rtr_start(struct uiw_qp *qp, enum ib_qp_state prev);

@@ -757,7 +757,7 @@ static int uiw_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 {
 	struct uiw_qp *qp = to_uqp(ibqp);
 	enum ib_qp_state next = IB_QPS_RESET, prev;
-	bool close = false, abrupt = false, rtr = false;
+	bool close = false, abrupt = false, rtr = false, lost = false;
 	struct uiw_rtr_target t;
 	int rv;
 
@@ -783,6 +783,17 @@ static int uiw_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	}
 
 	spin_lock_bh(&qp->lock);
+	if (rtr) {
+		rv = uiw_rtr_claim(qp, &t);
+		if (rv < 0) {
+			spin_unlock_bh(&qp->lock);
+			uiw_rtr_abandon(qp, &t);
+			return rv;
+		}
+		/* Another RTR modify committed this very connection: a repeated RTR. */
+		lost = rv > 0;
+		rtr = !lost;
+	}
 	prev = qp->state;
 	if (mask & IB_QP_STATE) {
 		next = attr->qp_state;
@@ -790,7 +801,7 @@ static int uiw_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 			spin_unlock_bh(&qp->lock);
 			uiw_dbg_qp(qp, "bad transition %d -> %d\n", qp->state,
 				   next);
-			if (rtr)
+			if (rtr || lost)
 				uiw_rtr_abandon(qp, &t);
 			return -EINVAL;
 		}
@@ -813,6 +824,8 @@ static int uiw_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		uiw_rtr_commit(qp, &t);
 	spin_unlock_bh(&qp->lock);
 
+	if (lost)
+		uiw_rtr_abandon(qp, &t);
 	if (close)
 		uiw_cm_qp_close(qp, abrupt);
 	if ((mask & IB_QP_STATE) && next == IB_QPS_RESET)
