@@ -164,7 +164,8 @@ static int uiw_netdev_event(struct notifier_block *nb, unsigned long event,
 	struct uiw_dev *udev;
 	bool up;
 
-	spin_lock(&uiw_devs_lock);
+	/* _bh: uiw_addr_event takes it from the inet6addr chain, which runs in softirq too. */
+	spin_lock_bh(&uiw_devs_lock);
 	udev = uiw_find_dev(netdev);
 	if (!udev)
 		goto out;
@@ -195,7 +196,7 @@ static int uiw_netdev_event(struct notifier_block *nb, unsigned long event,
 		break;
 	}
 out:
-	spin_unlock(&uiw_devs_lock);
+	spin_unlock_bh(&uiw_devs_lock);
 	return NOTIFY_OK;
 }
 
