@@ -735,6 +735,16 @@ int uiw_iw_create_listen(struct iw_cm_id *id, int backlog)
 		if (rv)
 			goto err;
 	}
+	/*
+	 * The RTR service port of an address is shared by all its users, and the listener's
+	 * children are handed to their QPs' owners, who may clear SO_REUSEADDR on one and keep
+	 * it (in FIN_WAIT2 for as long as they hold it, or a minute of TIME_WAIT). TCP refuses
+	 * a bind that conflicts with such a socket, which would shut the service there for
+	 * everyone once its listener closed; SK_FORCE_REUSE binds past it (inet_csk_get_port).
+	 * The children lose it when handed over (uiw_sock_adopt).
+	 */
+	if (uiw_rtr_service_id(id) && s->sk->sk_protocol == IPPROTO_TCP)
+		s->sk->sk_reuse = SK_FORCE_REUSE;
 	if (s->sk->sk_protocol == IPPROTO_SCTP)
 		rv = uiw_sctp_bind(udev, s, laddr);	/* the netdev's addresses */
 	else

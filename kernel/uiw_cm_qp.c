@@ -128,6 +128,9 @@ static void uiw_sock_adopt(struct socket *s)
 	sk->sk_uid = current_fsuid();
 	if (sk->sk_protocol == IPPROTO_TCP)
 		sk->sk_userlocks &= ~SOCK_BINDPORT_LOCK;
+	/* Inherited from the RTR service listener: binding past every conflict is not theirs. */
+	if (sk->sk_reuse == SK_FORCE_REUSE)
+		sk->sk_reuse = SK_CAN_REUSE;
 	sock_update_netprioidx(&sk->sk_cgrp_data);
 	sock_update_classid(&sk->sk_cgrp_data);
 	release_sock(sk);

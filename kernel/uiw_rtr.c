@@ -768,11 +768,17 @@ static int uiw_rtr_send_accept(struct uiw_cep *cep, const struct uiw_rtr_pd *rep
 			    &v2, buf, sizeof(buf));
 }
 
+/* The iw_cm_id of a device's RTR service listener (uiw_rtr_listen_get), not rdma_cm's. */
+bool uiw_rtr_service_id(const struct iw_cm_id *id)
+{
+	return id->event_handler == uiw_rtr_id_event;
+}
+
 static bool uiw_rtr_listener(struct uiw_cep *lcep)
 {
 	struct iw_cm_id *lid = READ_ONCE(lcep->cm_id);
 
-	return lid && lid->event_handler == uiw_rtr_id_event;
+	return lid && uiw_rtr_service_id(lid);
 }
 
 /*

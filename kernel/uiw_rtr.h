@@ -122,6 +122,7 @@ void uiw_rtr_qp_init(struct uiw_qp *qp);
 
 /* uiw_verbs.c modify_qp / query_qp / destroy_qp. */
 bool uiw_rtr_wanted(const struct ib_qp_attr *attr, int mask);
+bool uiw_rtr_service_id(const struct iw_cm_id *id);
 int uiw_rtr_prepare(struct uiw_qp *qp, const struct ib_qp_attr *attr,
 		    struct uiw_rtr_target *t);
 int uiw_rtr_claim(struct uiw_qp *qp, const struct uiw_rtr_target *t);
