@@ -370,14 +370,25 @@ void Qp::set_terminate(wire::TerminateCause cause, bool from_rx, const IrqEntry*
   t.r = f.r && t.d;
   term_sent_ = t;
   state_ = QpState::Terminate;
+  stop_placing();
   detach_tx();
   flush_all();
   emit(QpEvent::TerminateSent);
 }
 
+// Whatever ended the stream (an error found while receiving or while sending, the peer's
+// Terminate, the application), nothing more is placed: RFC 5041 §7.1, "MUST silently drop any
+// subsequent incoming DDP Segments". The bytes are still read, so that the close is seen, and
+// the receive WRs the rest of a message would have landed in are flushed meanwhile.
+void Qp::stop_placing() {
+  rx_pin_.release();
+  rx_drain_ = true;
+}
+
 void Qp::enter_error(QpEvent why) {
   if (state_ == QpState::Error) return;
   state_ = QpState::Error;
+  stop_placing();
   detach_tx();
   flush_all();
   want_shutdown_ = true;

@@ -231,6 +231,7 @@ class Qp final : private SegmentRx {
   // are rebuilt. Otherwise (an error found while transmitting) no header is copied.
   void set_terminate(wire::TerminateCause cause, bool from_rx, const IrqEntry* answering = nullptr);
   void enter_error(QpEvent why);
+  void stop_placing();  // after any error: read and drop (RFC 5041 §7.1)
   void emit(QpEvent ev);
   SqEntry& sq_at(uint32_t i) { return sq_[i % sq_.size()]; }
 

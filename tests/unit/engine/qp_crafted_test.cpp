@@ -324,6 +324,33 @@ TEST_F(QpCraftedTest, ReadRequestOfAnInvalidStagCopiesItsHeader) {
   EXPECT_EQ(0, std::memcmp(t.rdma_header, rr.data(), rr.size()));
 }
 
+// A Terminate the Qp raises while sending ends placement as one raised while receiving does
+// (RFC 5041 §7.1: after an error, subsequent DDP Segments are dropped): here the source of an
+// accepted Read Request was deregistered before the answer was built, and a Write that arrives
+// afterwards is read and dropped, not placed.
+TEST_F(QpCraftedTest, AfterATerminateRaisedWhileSendingNothingIsPlaced) {
+  std::vector<uint8_t> src(64, 0x11), dst(64, 0);
+  const memory::Stag s = q.reg_mr(src, memory::kRemoteRead);
+  const memory::Stag d = q.reg_mr(dst, memory::kLocalWrite | memory::kRemoteWrite);
+  ASSERT_NE(s, 0u);
+  ASSERT_NE(d, 0u);
+  std::vector<uint8_t> rr(wire::kReadRequestHeaderSize, 0);
+  wire::ReadRequestHeader h{};
+  h.sink_stag = 0x100;
+  h.size = static_cast<uint32_t>(src.size());
+  h.src_stag = s;
+  h.src_to = reinterpret_cast<uint64_t>(src.data());
+  wire::encode_read_request(rr.data(), h);
+  feed(read_hdr(1), rr);
+  ASSERT_EQ(q.reg.deregister(s), 0);
+  q.qp->tx_pending();  // the answer is built now: its source is gone
+  ASSERT_EQ(q.qp->state(), QpState::Terminate);
+  const std::vector<uint8_t> payload(dst.size(), 0x22);
+  feed(tagged_hdr(wire::Opcode::RdmaWrite, d, reinterpret_cast<uint64_t>(dst.data()), true),
+       payload);
+  EXPECT_EQ(dst, std::vector<uint8_t>(dst.size(), 0)) << "a Write was placed after the Terminate";
+}
+
 TEST_F(QpCraftedTest, ReadRequestWithPayload) {
   std::vector<uint8_t> rr(wire::kReadRequestHeaderSize + 4, 0);
   feed(read_hdr(1), rr);
