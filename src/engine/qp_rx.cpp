@@ -448,6 +448,9 @@ bool Qp::rx_begin_immediate() {
     rx_fail(untagged(term::kDdpNoBuffer));
     return false;
   }
+  // Taken before the rest of the FPDU arrived (without CRC): a stream that ends first flushes
+  // it (complete_active_recv), as a partly received Send's.
+  rx_send_active_ = true;
   return true;
 }
 
@@ -467,6 +470,7 @@ void Qp::rx_deliver_immediate() {
   c.flags = kWcWithImm;
   if (rx_opcode_ == static_cast<uint8_t>(wire::Opcode::ImmediateDataSe)) c.flags |= kWcSolicited;
   c.imm_data = d.imm;
+  rx_send_active_ = false;
   push_cqe(cfg_.recv_cq, c);
 }
 

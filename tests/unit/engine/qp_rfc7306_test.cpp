@@ -471,6 +471,40 @@ TEST_F(QpRfc7306CraftedTest, ImmediateDataCompletesAReceiveWithItsImmediate) {
   EXPECT_FALSE(q.qp->terminate_sent().has_value());
 }
 
+// Without CRC an Immediate Data message takes its receive when its header is parsed, before the
+// rest of its FPDU arrived: a stream that ends in between flushes that receive, as it flushes
+// one a partly received Send landed in. Before, the receive was taken and never completed.
+TEST(QpRfc7306TruncatedTest, AnImmediateCutShortFlushesTheReceiveItTook) {
+  Side q(2);
+  ConnParams p = ext_params();
+  p.initiator = false;
+  p.crc = false;
+  q.qp->start(p);
+  std::vector<uint8_t> buf(64, 0);
+  RecvWr r;
+  r.wr_id = 7;
+  r.num_sge = 1;
+  r.sg_list[0] = sge_of(buf, q.reg_mr(buf, kLocalWrite));
+  ASSERT_EQ(q.qp->post_recv(r), 0);
+  wire::SegmentHeader h;
+  h.last = true;
+  h.rdmap_control = wire::rdmap_control(wire::Opcode::ImmediateData);
+  h.qn = wire::kQnSend;
+  h.msn = 1;
+  std::vector<uint8_t> ulpdu(wire::kUntaggedHeaderSize + 8);
+  wire::encode_segment_header(ulpdu.data(), h);
+  wire::encode_immediate(ulpdu.data() + wire::kUntaggedHeaderSize, {1, 4096});
+  std::vector<uint8_t> fpdu(wire::fpdu_size_with_markers(0, ulpdu.size(), false));
+  ASSERT_EQ(wire::encode_fpdu(fpdu, 0, ulpdu, false, false), fpdu.size());
+  const size_t cut = fpdu.size() - wire::kCrcSize;  // all but the (unchecked) CRC field
+  ASSERT_EQ(q.qp->rx_feed(std::span(fpdu).first(cut)), cut);
+  q.qp->rx_eof();
+  const std::vector<Completion> rc = q.poll_recv();
+  ASSERT_EQ(rc.size(), 1u) << "the receive the Immediate Data took was never completed";
+  EXPECT_EQ(rc[0].wr_id, 7u);
+  EXPECT_EQ(rc[0].status, WcStatus::WrFlushErr);
+}
+
 // An immediate for the next Send, then another one before that Send: the peer's error.
 TEST_F(QpRfc7306CraftedTest, TwoImmediatesForOneSendAreRefused) {
   post_recv(7);
