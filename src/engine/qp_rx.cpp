@@ -217,9 +217,8 @@ void Qp::rx_process_control() {
 }
 
 void Qp::rx_fail(wire::TerminateCause cause) {
-  rx_pin_.release();
   set_terminate(cause, true);
-  rx_drain_ = true;
+  stop_placing();  // also where no Terminate follows (one was sent, or the Qp is in Error)
 }
 
 void Qp::rx_process_header() {
@@ -657,7 +656,6 @@ void Qp::rx_deliver_terminate() {
   term_rcvd_ = t;
   stats_.count(terminate_counter(t.cause.layer, false));
   // RDMAP §5.4: the stream is over; everything outstanding completes in error.
-  rx_drain_ = true;
   enter_error(QpEvent::TerminateReceived);
 }
 void Qp::rx_eof() {
@@ -665,12 +663,8 @@ void Qp::rx_eof() {
     want_shutdown_ = true;
     return;
   }
-  if (state_ == QpState::Terminate) {
-    rx_drain_ = true;  // our Terminate still goes out, then we close
-    return;
-  }
+  if (state_ == QpState::Terminate) return;  // our Terminate still goes out, then we close
   if (rx_framer_->at_boundary()) {
-    rx_drain_ = true;
     enter_error(QpEvent::Closed);
     return;
   }
@@ -684,7 +678,6 @@ void Qp::rx_error(int /*err*/) {
   slots_used_ = 0;
   tx_out_.begin = tx_out_.end = 0;
   tx_out_.batch_bytes = 0;
-  rx_drain_ = true;
   enter_error(QpEvent::LlpError);
 }
 

@@ -411,19 +411,22 @@ TEST_F(QpAtomicPeerWithoutExtTest, ItAnswersUnexpectedOpcode) {
 // Crafted extension messages into a responder that agreed to RFC 7306.
 class QpRfc7306CraftedTest : public testing::Test {
  protected:
-  QpRfc7306CraftedTest() : q(2) {
+  explicit QpRfc7306CraftedTest(bool crc = true) : q(2), crc_(crc) {
     ConnParams p = ext_params();
     p.initiator = false;
+    p.crc = crc;
     q.qp->start(p);
   }
-  void feed(const wire::SegmentHeader& h, std::span<const uint8_t> rdmap) {
+  // Feeds one FPDU, all but its last `withheld` octets.
+  void feed(const wire::SegmentHeader& h, std::span<const uint8_t> rdmap, size_t withheld = 0) {
     std::vector<uint8_t> ulpdu(wire::kUntaggedHeaderSize);
     wire::encode_segment_header(ulpdu.data(), h);
     ulpdu.insert(ulpdu.end(), rdmap.begin(), rdmap.end());
     std::vector<uint8_t> fpdu(wire::fpdu_size_with_markers(pos_, ulpdu.size(), false));
-    ASSERT_EQ(wire::encode_fpdu(fpdu, pos_, ulpdu, true, false), fpdu.size());
+    ASSERT_EQ(wire::encode_fpdu(fpdu, pos_, ulpdu, crc_, false), fpdu.size());
     pos_ += fpdu.size();
-    ASSERT_EQ(q.qp->rx_feed(fpdu), fpdu.size());
+    const size_t n = fpdu.size() - withheld;
+    ASSERT_EQ(q.qp->rx_feed(std::span(fpdu).first(n)), n);
   }
   static wire::SegmentHeader untagged(wire::Opcode op, uint32_t qn, uint32_t msn = 1) {
     wire::SegmentHeader h;
@@ -445,6 +448,7 @@ class QpRfc7306CraftedTest : public testing::Test {
     return q.qp->terminate_sent() ? q.qp->terminate_sent()->cause : wire::TerminateCause{};
   }
   Side q;
+  bool crc_;
   size_t pos_ = 0;
   std::vector<uint8_t> buf = std::vector<uint8_t>(64, 0);
   memory::Stag key = q.reg_mr(buf, kLocalWrite);
@@ -474,30 +478,17 @@ TEST_F(QpRfc7306CraftedTest, ImmediateDataCompletesAReceiveWithItsImmediate) {
 // Without CRC an Immediate Data message takes its receive when its header is parsed, before the
 // rest of its FPDU arrived: a stream that ends in between flushes that receive, as it flushes
 // one a partly received Send landed in. Before, the receive was taken and never completed.
-TEST(QpRfc7306TruncatedTest, AnImmediateCutShortFlushesTheReceiveItTook) {
-  Side q(2);
-  ConnParams p = ext_params();
-  p.initiator = false;
-  p.crc = false;
-  q.qp->start(p);
-  std::vector<uint8_t> buf(64, 0);
-  RecvWr r;
-  r.wr_id = 7;
-  r.num_sge = 1;
-  r.sg_list[0] = sge_of(buf, q.reg_mr(buf, kLocalWrite));
-  ASSERT_EQ(q.qp->post_recv(r), 0);
-  wire::SegmentHeader h;
-  h.last = true;
-  h.rdmap_control = wire::rdmap_control(wire::Opcode::ImmediateData);
-  h.qn = wire::kQnSend;
-  h.msn = 1;
-  std::vector<uint8_t> ulpdu(wire::kUntaggedHeaderSize + 8);
-  wire::encode_segment_header(ulpdu.data(), h);
-  wire::encode_immediate(ulpdu.data() + wire::kUntaggedHeaderSize, {1, 4096});
-  std::vector<uint8_t> fpdu(wire::fpdu_size_with_markers(0, ulpdu.size(), false));
-  ASSERT_EQ(wire::encode_fpdu(fpdu, 0, ulpdu, false, false), fpdu.size());
-  const size_t cut = fpdu.size() - wire::kCrcSize;  // all but the (unchecked) CRC field
-  ASSERT_EQ(q.qp->rx_feed(std::span(fpdu).first(cut)), cut);
+class QpRfc7306CraftedNoCrcTest : public QpRfc7306CraftedTest {
+ protected:
+  QpRfc7306CraftedNoCrcTest() : QpRfc7306CraftedTest(false) {}
+};
+
+TEST_F(QpRfc7306CraftedNoCrcTest, AnImmediateCutShortFlushesTheReceiveItTook) {
+  post_recv(7);
+  uint8_t imm[8];
+  wire::encode_immediate(imm, {1, 4096});
+  // All but the (unchecked) CRC field.
+  feed(untagged(wire::Opcode::ImmediateData, wire::kQnSend, 1), imm, wire::kCrcSize);
   q.qp->rx_eof();
   const std::vector<Completion> rc = q.poll_recv();
   ASSERT_EQ(rc.size(), 1u) << "the receive the Immediate Data took was never completed";
