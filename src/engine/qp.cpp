@@ -68,6 +68,7 @@ Qp::Qp(const QpConfig& config)
       irq_(kMaxOrdIrd),
       slots_(kTxSlots) {
   stats_.shared = config.counters;
+  tx_pins_.reserve(kTxSlots);
 }
 
 Qp::ResolvedSge Qp::Sgl::at(uint64_t offset) const {

@@ -143,6 +143,11 @@ class Qp final : private SegmentRx {
   bool rx_directable() const;  // true while a payload read of > 0 bytes is pending
 
   // ---- lower-layer side: transmit
+  // The octets to send next. Every call is followed by tx_commit() of what the lower layer took
+  // (0 when it took nothing) before anything else is asked of the Qp: a Read Response's source
+  // stays pinned from tx_pending() to tx_commit(), so a deregistration waits for the write that
+  // reads it (one non-blocking syscall) and never for the network, and no source is read by a
+  // later write once deregistered (RFC 5041 §8.3.1(6)).
   std::span<const iovec> tx_pending();
   void tx_commit(size_t n);
   // The lower layer could not read the next octets to send (EFAULT: a source page the
@@ -210,9 +215,16 @@ class Qp final : private SegmentRx {
   enum class SlotDone : uint8_t { None, SqEntry, Terminate };
   struct TxSlot : TxFrame {
     SlotDone done;
-    uint32_t index;              // SQ index of the work request whose segment this is (from_sq)
-    bool from_sq = false;        // a Send's or Write's segment: its payload is the application's
-    bool read_response = false;  // a Read Response segment with payload from a region
+    uint32_t index;        // SQ index of the work request whose segment this is (from_sq)
+    bool from_sq = false;  // a Send's or Write's segment: its payload is the application's
+    // A Read Response segment whose payload the kernel reads from the region when it is written:
+    // validated again before each write (pin_read_sources), through the request it answers and
+    // the source range it covers.
+    bool read_response = false;
+    IrqEntry request;
+    uint64_t source_to;
+    const uint8_t* source;
+    uint32_t source_len;
   };
   enum class TxKind : uint8_t { None, Sq, Irq };
   // The DDP segment being received: its control octets, the rest of its headers, its payload;
@@ -272,6 +284,8 @@ class Qp final : private SegmentRx {
   void build_data_segment(SqEntry& e, wire::SegmentHeader& h, size_t room, bool ends_wr = true);
   void end_message_in_error(SqEntry& e);
   bool build_irq_segment();
+  bool pin_read_sources();
+  bool pin_source(const TxSlot& s, memory::Registry::Pin* out, memory::AccessResult* why) const;
   void build_terminate();
   void build_rtr();
   TxSlot& begin_slot(SlotDone done, uint32_t index);
@@ -365,6 +379,7 @@ class Qp final : private SegmentRx {
   bool term_queued_ = false;
   bool want_shutdown_ = false;
   std::vector<uint8_t> detached_;  // the unsent rest of a partly sent FPDU after an error
+  std::vector<memory::Registry::Pin> tx_pins_;  // Read Response sources, tx_pending to tx_commit
   std::array<uint8_t, wire::kTerminateMaxSize> term_body_{};
 
   // Receive: the framer for params_.llp (framer.h) recovers segments; the rest is the segment.

@@ -15,6 +15,19 @@ namespace uiw::engine {
 namespace {
 constexpr size_t kIovMax = 1024;  // IOV_MAX for one sendmsg
 
+// Copies an iovec's octets to out, fault-safe, except those in [skip, skip + skip_len), which
+// become zeros (skip nullptr: none). 0, or -EFAULT when a page could not be read.
+int copy_iov_except(uint8_t* out, const iovec& v, const uint8_t* skip, size_t skip_len) {
+  const auto p = reinterpret_cast<uintptr_t>(v.iov_base);
+  const auto s = reinterpret_cast<uintptr_t>(skip);
+  const uintptr_t lo = skip ? std::clamp(s, p, p + v.iov_len) : p + v.iov_len;
+  const uintptr_t hi = skip ? std::clamp(s + skip_len, lo, p + v.iov_len) : lo;
+  if (int rc = memory::copy_from_app(out, v.iov_base, lo - p)) return rc;
+  std::memset(out + (lo - p), 0, hi - lo);
+  return memory::copy_from_app(out + (hi - p), reinterpret_cast<const void*>(hi),
+                               p + v.iov_len - hi);
+}
+
 wire::Opcode send_opcode(const SendWr& wr) {
   const bool se = wr.flags & kSendSolicited;
   if (wr.opcode == WrOpcode::SendInv) return se ? wire::Opcode::SendSeInv : wire::Opcode::SendInv;
@@ -23,7 +36,9 @@ wire::Opcode send_opcode(const SendWr& wr) {
 }  // namespace
 
 std::span<const iovec> Qp::tx_pending() {
+  tx_pins_.clear();
   fill_tx();
+  if (!pin_read_sources()) fill_tx();  // the Terminate that replaces what was dropped
   fill_close();
   size_t n = std::min(tx_out_.end - tx_out_.begin, kIovMax);
   // SCTP: one message per call, so the I/O edge keeps message boundaries (RFC 5043 §4).
@@ -40,6 +55,7 @@ void Qp::fill_close() {
 }
 
 void Qp::tx_commit(size_t n) {
+  tx_pins_.clear();  // the write that read the sources is over
   stats_.tx_bytes += n;
   stats_.count(UIW_CNT_TX_BYTES, n);
   while (n > 0 && slots_used_ > 0) {
@@ -447,6 +463,10 @@ bool Qp::build_irq_segment() {
   }
   TxSlot& s = begin_slot(SlotDone::None, 0);
   s.read_response = chunk != 0;
+  s.request = q;
+  s.source_to = q.rr.src_to + q.sent;
+  s.source = pin.mapping().host;
+  s.source_len = chunk;
   const size_t hlen = wire::encode_segment_header(s.hdr + kFramePrefix, h);
   tx_framer_->add_header(s, hlen, hlen + chunk);
   if (chunk && !tx_framer_->add_payload(s, pin.mapping().host, chunk, true)) {
@@ -462,6 +482,42 @@ bool Qp::build_irq_segment() {
     tx_kind_ = TxKind::None;
   }
   return true;
+}
+
+// RFC 5041 §8.3.1(6): once deregistered, a region is no longer read for the peer. The kernel
+// reads a Read Response's payload from the region when the write carrying it runs, which a peer
+// that stops reading delays at will, so each write validates and pins the sources again. A source
+// gone since its segment was built ends the stream with the Terminate a Read of it gets when
+// built (RDMAP §7.2); every segment not yet on the wire is dropped, and the rest of one partly on
+// it is finished without reading the region (detach_tx).
+bool Qp::pin_read_sources() {
+  for (size_t i = 0; i < slots_used_; ++i) {
+    const TxSlot& s = slots_[(slot_head_ + i) % kTxSlots];
+    if (!s.read_response) continue;
+    memory::Registry::Pin pin;
+    memory::AccessResult why;
+    if (pin_source(s, &pin, &why)) {
+      tx_pins_.push_back(std::move(pin));
+      continue;
+    }
+    const IrqEntry request = s.request;  // the slot goes with the frames set_terminate drops
+    set_terminate(rdmap_protection_error(why), false, &request);
+    return false;
+  }
+  return true;
+}
+
+// A Read Response segment's source, pinned where the segment was built from; false (and why)
+// once deregistered, invalidated, or reregistered to other memory (its iovecs point at the old).
+bool Qp::pin_source(const TxSlot& s, memory::Registry::Pin* out, memory::AccessResult* why) const {
+  *out = cfg_.registry->pin(s.request.rr.src_stag, cfg_.pd, cfg_.qp_num, memory::kRemoteRead,
+                            s.source_to, s.source_len);
+  *why = out->mapping().result;
+  if (!out->ok()) return false;
+  if (out->mapping().host == s.source) return true;
+  out->release();
+  *why = memory::AccessResult::AccessDenied;
+  return false;
 }
 
 // RFC 7306 §5.2.2: the atomic is performed now, when its turn to be answered came (§7: after
@@ -573,22 +629,32 @@ void Qp::build_rtr() {
 // peer then sees the stream end inside it), never a signal.
 void Qp::detach_tx() {
   tx_kind_ = TxKind::None;
-  if (slots_used_ == 0) return;
+  if (slots_used_ == 0) {
+    tx_pins_.clear();
+    return;
+  }
   TxSlot& h = slots_[slot_head_];
   tx_framer_->drop_after(h, h.remaining != h.bytes);
   std::vector<uint8_t> rest;
   if (h.remaining != h.bytes) {
+    // A Read Response's source is read only while it still holds the region; once gone, the
+    // octets the peer is owed from it are zeros (its CRC, if any, then fails at the peer).
+    memory::Registry::Pin source;
+    memory::AccessResult why;
+    const bool scrub = h.read_response && !pin_source(h, &source, &why);
     rest.resize(h.remaining);
     size_t at = 0;
     for (size_t i = 0; i < h.iov_count; ++i) {
       const iovec& v = tx_out_.iov[tx_out_.begin + i];
-      if (memory::copy_from_app(rest.data() + at, v.iov_base, v.iov_len) != 0) {
+      if (copy_iov_except(rest.data() + at, v, scrub ? h.source : nullptr, h.source_len) != 0) {
         rest.clear();
         break;
       }
       at += v.iov_len;
     }
   }
+  tx_pins_.clear();
+  h.read_response = false;  // the rest is the Qp's own copy now
   slots_used_ = 0;
   tx_out_.begin = tx_out_.end = 0;
   tx_out_.batch_bytes = 0;

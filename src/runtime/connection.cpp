@@ -162,6 +162,7 @@ bool Connection::write_out(std::atomic<bool>* reader_waits, size_t read_every) {
                         reader_waits->exchange(false, std::memory_order_relaxed);
     if ((waited || since_read >= read_every) && !rx_closed_) {
       since_read = 0;
+      qp_->tx_commit(0);
       moved |= receive();
       continue;
     }
@@ -169,11 +170,13 @@ bool Connection::write_out(std::atomic<bool>* reader_waits, size_t read_every) {
     if (r.status == IoStatus::WouldBlock) {
       ++stats_.would_block;
       blocked_ = true;
+      qp_->tx_commit(0);
       break;
     }
     if (r.status != IoStatus::Ok) {
       // EFAULT: the kernel could not read a source page (unmapped since the WR was posted).
       if (!rx_closed_) r.err == EFAULT ? qp_->tx_fault() : qp_->rx_error(r.err);
+      qp_->tx_commit(0);
       rx_closed_ = true;
       tx_shut_ = true;
       return true;

@@ -41,8 +41,8 @@ class QpCraftedTest : public testing::Test {
     last_header_.assign(ulpdu.begin(), ulpdu.begin() + wire::segment_header_size(h.tagged));
     ASSERT_EQ(q.qp->rx_feed(fpdu), fpdu.size());
   }
-  // The ULPDUs of every FPDU the Qp transmits now.
-  std::vector<std::vector<uint8_t>> sent_ulpdus() {
+  // Every octet the Qp transmits now.
+  std::vector<uint8_t> sent_bytes() {
     std::vector<uint8_t> out;
     for (int i = 0; i < 10; ++i) {
       auto iov = q.qp->tx_pending();
@@ -54,17 +54,23 @@ class QpCraftedTest : public testing::Test {
       }
       q.qp->tx_commit(n);
     }
+    return out;
+  }
+  // The ULPDUs of the whole FPDUs in bytes.
+  std::vector<std::vector<uint8_t>> ulpdus_of(std::span<const uint8_t> bytes) {
     struct Collect : wire::FpduDecoder::Visitor {
       std::vector<std::vector<uint8_t>> u;
       void on_ulpdu(std::span<const uint8_t> s) override { u.emplace_back(s.begin(), s.end()); }
     } c;
     wire::FpduDecoder d(&c, crc_, false);
-    EXPECT_EQ(d.consume(out), out.size());
+    EXPECT_EQ(d.consume(bytes), bytes.size());
     return c.u;
   }
+  // The ULPDUs of every FPDU the Qp transmits now.
+  std::vector<std::vector<uint8_t>> sent_ulpdus() { return ulpdus_of(sent_bytes()); }
   // The one Terminate the Qp transmitted, decoded from its wire bytes.
-  wire::TerminateMessage sent_terminate() {
-    const std::vector<std::vector<uint8_t>> u = sent_ulpdus();
+  wire::TerminateMessage sent_terminate() { return terminate_of(sent_ulpdus()); }
+  wire::TerminateMessage terminate_of(const std::vector<std::vector<uint8_t>>& u) {
     EXPECT_EQ(u.size(), 1u);
     wire::TerminateMessage t{};
     if (u.empty()) return t;
@@ -569,7 +575,10 @@ class QpCraftedFaultTest : public QpCraftedTest, public testing::WithParamInterf
   // The Terminate about an accepted Read Request found unanswerable later carries the Read
   // Request's headers as it came (M, D, R; RFC 5040 §4.8), as siw sends them.
   void expect_read_request_echoed(wire::TerminateCause cause, std::span<const uint8_t> rr) {
-    const wire::TerminateMessage t = sent_terminate();
+    expect_read_request_echoed(sent_terminate(), cause, rr);
+  }
+  void expect_read_request_echoed(const wire::TerminateMessage& t, wire::TerminateCause cause,
+                                  std::span<const uint8_t> rr) {
     EXPECT_EQ(t.cause, cause) << wire::terminate_cause_name(t.cause);
     EXPECT_TRUE(t.m && t.d);
     ASSERT_EQ(t.ddp_header_size, last_header_.size());
@@ -577,6 +586,15 @@ class QpCraftedFaultTest : public QpCraftedTest, public testing::WithParamInterf
     EXPECT_EQ(t.ddp_segment_length, last_header_.size() + rr.size());
     EXPECT_TRUE(t.r);
     EXPECT_EQ(0, std::memcmp(t.rdma_header, rr.data(), rr.size()));
+  }
+  // The second page filled with `fill`, and a 512-octet Read Request of it accepted; returns
+  // the request's RDMA header.
+  std::vector<uint8_t> read_of_second_page(uint8_t fill) {
+    std::memset(map_ + kPage, fill, kPage);
+    std::vector<uint8_t> rr(wire::kReadRequestHeaderSize);
+    wire::encode_read_request(rr.data(), {0x77, 0, 512, key_, second_page()});
+    feed(read_hdr(1), rr);
+    return rr;
   }
   uint8_t* map_ = nullptr;
   memory::Stag key_ = 0;
@@ -657,6 +675,48 @@ TEST_P(QpCraftedFaultTest, ReadSourceDeregisteredAfterAcceptanceIsNotRead) {
   feed(read_hdr(1), rr);
   ASSERT_EQ(q.reg.deregister(key_), 0);
   expect_read_request_echoed({TermLayer::Rdma, term::kRdmaRemoteProtection, term::kInvalidStag},
+                             rr);
+}
+
+// The kernel reads a Read Response's payload from the region when the write carrying it runs:
+// a source deregistered after its segment was built, but before the lower layer took the
+// segment, is not read again (RFC 5041 §8.3.1(6)). Here none of it was taken: the Terminate
+// replaces it.
+TEST_P(QpCraftedFaultTest, ReadSourceDeregisteredBeforeItsBuiltResponseIsSentIsNotRead) {
+  const std::vector<uint8_t> rr = read_of_second_page(0x5A);
+  ASSERT_FALSE(q.qp->tx_pending().empty());  // the response is built
+  q.qp->tx_commit(0);                        // and the socket took none of it
+  ASSERT_EQ(q.reg.deregister(key_), 0);
+  std::memset(map_ + kPage, 0xC3, kPage);  // the memory's next use
+  expect_read_request_echoed({TermLayer::Rdma, term::kRdmaRemoteProtection, term::kInvalidStag},
+                             rr);
+}
+
+// Part of the segment is on the wire: the octets the peer is still owed from the source go out
+// as zeros (with CRC the peer then rejects the FPDU), never the memory's later contents, and
+// the Terminate follows.
+TEST_P(QpCraftedFaultTest, ReadSourceDeregisteredWhileItsResponseIsPartlySentIsNotReadAgain) {
+  const std::vector<uint8_t> rr = read_of_second_page(0x5A);
+  constexpr size_t kTaken = 100;
+  std::vector<uint8_t> out;
+  for (const iovec& v : q.qp->tx_pending()) {
+    const auto* p = static_cast<const uint8_t*>(v.iov_base);
+    out.insert(out.end(), p, p + std::min(v.iov_len, kTaken - out.size()));
+  }
+  ASSERT_EQ(out.size(), kTaken);
+  q.qp->tx_commit(kTaken);
+  ASSERT_EQ(q.reg.deregister(key_), 0);
+  std::memset(map_ + kPage, 0xC3, kPage);
+  const std::vector<uint8_t> rest = sent_bytes();
+  out.insert(out.end(), rest.begin(), rest.end());
+  const size_t payload_at = wire::kUlpduLengthSize + wire::kTaggedHeaderSize;
+  const size_t fpdu = wire::fpdu_size(wire::kTaggedHeaderSize + 512);
+  ASSERT_GE(out.size(), fpdu);
+  for (size_t i = payload_at; i < payload_at + 512; ++i)
+    ASSERT_EQ(out[i], i < kTaken ? 0x5A : 0) << "payload octet " << i - payload_at;
+  ASSERT_GT(out.size(), fpdu);
+  expect_read_request_echoed(terminate_of(ulpdus_of(std::span(out).subspan(fpdu))),
+                             {TermLayer::Rdma, term::kRdmaRemoteProtection, term::kInvalidStag},
                              rr);
 }
 

@@ -9,15 +9,19 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "unit/engine/qp_pair.h"
+#include "wire/terminate.h"
 
 namespace uiw::transport {
 namespace {
@@ -198,6 +202,76 @@ void drain_tx(engine::Qp& q, std::vector<uint8_t>* out) {
     }
     q.tx_commit(n);
   }
+}
+
+// A Read Response's source is pinned only across the write that may read it: a peer that stops
+// reading cannot make a deregistration wait, and once deregistered the source is read no more
+// (RFC 5041 §8.3.1(6)): the requester's sink never receives what the memory held afterwards,
+// and the stream ends in the Terminate for an invalid source.
+TEST(ConnectionTest, ADeregisteredReadSourceIsNeitherWaitedForNorReadWhileThePeerStopsReading) {
+  using namespace engine;
+  test::Side a(1), b(2);
+  ConnParams p;
+  p.crc = false;
+  p.ord = p.ird = 2;
+  p.initiator = true;
+  a.qp->start(p);
+  p.initiator = false;
+  b.qp->start(p);
+  int sp[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp), 0);
+  runtime::Connection c(b.qp.get(), std::make_unique<TcpStream>(sp[0]));
+
+  constexpr size_t kLen = 4 << 20;
+  std::vector<uint8_t> src(kLen, 0x5A), sink(kLen, 0);
+  const memory::Stag skey = b.reg_mr(src, memory::kRemoteRead);
+  SendWr w;
+  w.wr_id = 5;
+  w.opcode = WrOpcode::RdmaRead;
+  w.flags = kSendSignaled;
+  w.num_sge = 1;
+  w.sg_list[0] = test::sge_of(sink, a.reg_mr(sink, memory::kLocalWrite));
+  w.remote_stag = skey;
+  w.remote_addr = reinterpret_cast<uint64_t>(src.data());
+  ASSERT_EQ(a.qp->post_send(w), 0);
+  std::vector<uint8_t> request;
+  drain_tx(*a.qp, &request);
+  ASSERT_EQ(write(sp[1], request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  for (int pass = 0; pass < 10; ++pass) c.progress();  // answers until the socket is full
+  ASSERT_FALSE(b.qp->tx_idle()) << "the socket took the whole response";
+
+  std::atomic<bool> returned{false};
+  std::thread dereg([&] {
+    EXPECT_EQ(b.reg.deregister(skey), 0);
+    returned = true;
+  });
+  for (int i = 0; i < 500 && !returned; ++i) usleep(10000);
+  const bool waited = !returned;
+  if (waited) b.qp->tx_commit(0);  // drops what the connection left pinned: the thread ends
+  dereg.join();
+  ASSERT_FALSE(waited) << "the deregistration waited for a peer that stopped reading";
+  std::fill(src.begin(), src.end(), 0xC3);  // the memory's next use
+
+  std::vector<uint8_t> buf(1 << 16);
+  for (int pass = 0; pass < 100000 && !a.qp->terminate_received(); ++pass) {
+    c.progress();
+    const ssize_t r = read(sp[1], buf.data(), buf.size());
+    if (r == 0) break;
+    if (r > 0) {
+      ASSERT_EQ(a.qp->rx_feed({buf.data(), static_cast<size_t>(r)}), static_cast<size_t>(r));
+    }
+  }
+  close(sp[1]);
+  EXPECT_EQ(std::count(sink.begin(), sink.end(), 0xC3), 0)
+      << "octets written to the source after its deregistration reached the requester";
+  EXPECT_GT(std::count(sink.begin(), sink.end(), 0x5A), 0);
+  ASSERT_TRUE(a.qp->terminate_received().has_value());
+  EXPECT_EQ(a.qp->terminate_received()->cause,
+            (wire::TerminateCause{wire::TermLayer::Rdma, wire::term::kRdmaRemoteProtection,
+                                  wire::term::kInvalidStag}));
+  const auto sc = a.poll_send();
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_NE(sc[0].status, WcStatus::Success);
 }
 
 // a and b connected without CRC, with loopback's 32 KiB FPDUs (ULPDU 32762).
