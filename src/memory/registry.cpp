@@ -431,7 +431,7 @@ Registry::Pin& Registry::Pin::operator=(Pin&& o) noexcept {
 }
 
 AccessResult Registry::invalidate_remote(Stag stag, uint32_t pd, uint32_t stream) {
-  std::lock_guard<std::mutex> g(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Slot* s = find_locked(stag);
   // RFC 5040 §7.2 item 4: the Invalidate STag must be valid.
   if (!s || !(s->flags.load(std::memory_order_relaxed) & kFlagValid))
@@ -444,12 +444,12 @@ AccessResult Registry::invalidate_remote(Stag stag, uint32_t pd, uint32_t stream
   uint32_t flags = s->flags.load(std::memory_order_relaxed);
   if (!(flags & kFlagRemoteInvalidate)) return AccessResult::AccessDenied;
   if (s->window) {
-    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
     unbind_window(lock, *s);
-    lock.release();  // still held: the guard above unlocks it
     return AccessResult::Ok;
   }
   write_slot(*s, [&](Slot& w) { w.flags.store(flags & ~kFlagValid, std::memory_order_relaxed); });
+  lock.unlock();
+  wait_unpinned(*s, 3);
   return AccessResult::Ok;
 }
 
@@ -478,7 +478,11 @@ int Registry::invalidate_local(Stag stag) {
     unbind_window(lock, *s);
     return 0;
   }
-  return update_flags_locked(stag, 0, kFlagValid, true);
+  const int rc = update_flags_locked(stag, 0, kFlagValid, true);
+  if (rc != 0) return rc;
+  lock.unlock();
+  wait_unpinned(*s, 3);  // as in deregister()
+  return 0;
 }
 
 void Registry::unbind_window(std::unique_lock<std::mutex>& lock, Slot& w) {

@@ -172,12 +172,14 @@ class Registry {
   // Remote invalidation (Send with Invalidate, RDMAP §5.3, §7.2 items 4-5). Order: valid STag ->
   // PD -> stream (bound to `stream` or unbound) -> remote_invalidate_allowed (AccessDenied,
   // RFC 5040 §8.1.1(7): an STag shared by several streams must not be remotely invalidatable).
-  // On Ok the STag is invalidated (check() then returns InvalidStag until revalidate()).
+  // On Ok the STag is invalidated (check() then returns InvalidStag until revalidate()) and its
+  // live Pins are waited for, as deregister() does: once the invalidation is done (and the Send
+  // that asked for it completes), no access through the STag is still in progress.
   AccessResult invalidate_remote(Stag, uint32_t pd, uint32_t stream);
   int set_remote_invalidate(Stag, bool allowed);  // default true at registration; 0, -ENOENT
 
   // 0, -ENOENT (unknown or already invalid), -EINVAL for a type 1 window (verbs: only a bind
-  // changes one). A window is unbound (its Pins waited for), a region marked invalid.
+  // changes one). A window is unbound, a region marked invalid; either's Pins are waited for.
   int invalidate_local(Stag);
   int revalidate(Stag);  // 0, -ENOENT (unknown)
   // STag <-> stream association (RFC 5041 §8.2); stream 0 removes it. 0, -ENOENT.
@@ -189,8 +191,8 @@ class Registry {
 
   // A check() whose success keeps the region from being deregistered until the Pin dies:
   // deregister() waits for live pins. Hold a Pin only across one placement (one readv), never
-  // across a wait for the network, or deregister() stalls; never call deregister() on a region
-  // the calling thread itself has pinned (it would wait forever).
+  // across a wait for the network, or deregister() stalls; never deregister or invalidate a
+  // region the calling thread itself has pinned (it would wait forever).
   class Pin {
    public:
     Pin() = default;

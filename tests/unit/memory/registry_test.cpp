@@ -349,6 +349,32 @@ TEST_F(RegistryTest, PinHoldsOffDeregister) {
   EXPECT_EQ(reg_.region_count(), 0u);
 }
 
+// Invalidating a region (a Local Invalidate, or a Send with Invalidate from the peer) waits for a
+// placement in progress through it, as deregistration does: once the invalidation completes, the
+// application may reuse the memory, and no write through the STag may still land in it.
+TEST_F(RegistryTest, InvalidationWaitsForALivePin) {
+  for (const bool remote : {false, true}) {
+    SCOPED_TRACE(remote ? "remote" : "local");
+    Registry::Pin p = reg_.pin(stag_, pd_, 7, kRemoteWrite, kIova, 8);
+    ASSERT_TRUE(p.ok());
+    std::atomic<bool> done{false};
+    std::thread t([&] {
+      if (remote)
+        EXPECT_EQ(reg_.invalidate_remote(stag_, pd_, 7), AccessResult::Ok);
+      else
+        EXPECT_EQ(reg_.invalidate_local(stag_), 0);
+      done = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(chk(kIova, 1).result, AccessResult::InvalidStag);  // new accesses fail at once
+    EXPECT_FALSE(done.load()) << "the region was invalidated under a live Pin";
+    p.release();
+    t.join();
+    EXPECT_TRUE(done.load());
+    ASSERT_EQ(reg_.revalidate(stag_), 0);
+  }
+}
+
 // ibv_rereg_mr: each of PD, translation and access changes alone, the STag stays.
 TEST_F(RegistryTest, ReregisterChangesWhatItNamesAndKeepsTheStag) {
   std::array<uint8_t, 2 * kLen> other{};
