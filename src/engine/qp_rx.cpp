@@ -375,10 +375,13 @@ bool Qp::rx_begin_send() {
   }
   // RFC 5041 §7.1 untagged checks 3-4. The message does not fit the posted receive: the
   // receive ends with a local length error (as a verbs receive that is too small does; siw
-  // alike) rather than a flush, so the application can tell why.
-  if (rx_seg_.mo + rx_payload_len_ > rx_send_sgl_.total) {
+  // alike) rather than a flush, so the application can tell why. A buffer holds at most the
+  // 2^32 - 1 octets a 32-bit MO can describe (§4.3): a longer message's length (MO + payload of
+  // its Last segment, §5.4) would wrap.
+  const uint64_t room = std::min<uint64_t>(rx_send_sgl_.total, UINT32_MAX);
+  if (rx_seg_.mo + rx_payload_len_ > room) {
     complete_active_recv(WcStatus::LocLenErr);
-    rx_fail(untagged(rx_seg_.mo > rx_send_sgl_.total ? term::kDdpInvalidMo : term::kDdpTooLong));
+    rx_fail(untagged(rx_seg_.mo > room ? term::kDdpInvalidMo : term::kDdpTooLong));
     return false;
   }
   // Over an in-order LLP a message's segments arrive in order (TCP; SCTP messages are

@@ -474,6 +474,83 @@ TEST_F(QpCraftedTest, SendBufferDeregisteredBetweenSegmentsIsNotWritten) {
   EXPECT_EQ(inbox[16], 0);  // nothing of the second segment
 }
 
+// A Send's MO is 32 bits (RFC 5041 §4.3), so no message is longer than 2^32 - 1 octets, however
+// large the receive buffer: a segment that would end beyond is "too long", never a completion
+// whose byte_len (MO + payload, §5.4) wrapped around. The 4 GiB before it are placed as the
+// runtime places large payloads (rx_need / rx_commit straight into the buffer), here without
+// writing them, into a 6 GiB receive buffer that is reserved and never touched.
+class QpCraftedNoCrcTest : public QpCraftedTest {
+ protected:
+  QpCraftedNoCrcTest() : QpCraftedTest(false, false) {}
+};
+
+TEST_F(QpCraftedNoCrcTest, ASendLongerThanItsMoCanDescribeIsTooLong) {
+  constexpr uint64_t kSge = 3ull << 30;
+  void* const buf = mmap(nullptr, 2 * kSge, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(buf, MAP_FAILED);
+  const auto base = reinterpret_cast<uint64_t>(buf);
+  int err = 0;
+  const memory::Stag k =
+      q.reg.register_region(q.pd, buf, 2 * kSge, base, memory::kLocalWrite, &err);
+  ASSERT_NE(k, 0u);
+  RecvWr r;
+  r.wr_id = 6;
+  r.num_sge = 2;
+  r.sg_list[0] = {base, static_cast<uint32_t>(kSge), k};
+  r.sg_list[1] = {base + kSge, static_cast<uint32_t>(kSge), k};
+  ASSERT_EQ(q.rq.post(r), 0);
+
+  // One segment at MO: its headers fed, its payload placed directly, its PAD and CRC fed.
+  auto segment = [&](uint32_t mo, uint32_t len, bool last) {
+    wire::SegmentHeader h = send_hdr();
+    h.last = last;
+    h.mo = mo;
+    const size_t ulpdu = wire::kUntaggedHeaderSize + len;
+    std::vector<uint8_t> head(wire::kUlpduLengthSize + wire::kUntaggedHeaderSize);
+    wire::store_be16(head.data(), static_cast<uint16_t>(ulpdu));
+    wire::encode_segment_header(head.data() + wire::kUlpduLengthSize, h);
+    last_header_.assign(head.begin() + wire::kUlpduLengthSize, head.end());
+    ASSERT_EQ(q.qp->rx_feed(head), head.size());
+    for (uint64_t placed = 0; placed < len;) {
+      if (last && !q.qp->rx_directable()) {  // refused: read and dropped
+        const std::vector<uint8_t> rest(len - placed, 0);
+        ASSERT_EQ(q.qp->rx_feed(rest), rest.size());
+        break;
+      }
+      // Feeding 4 GiB would touch every page of the buffer.
+      ASSERT_TRUE(q.qp->rx_directable()) << "MO " << mo << " placed " << placed;
+      const Qp::RxNeed need = q.qp->rx_need();
+      ASSERT_GT(need.len, 0u);
+      const size_t n = std::min<uint64_t>(need.len, len - placed);
+      q.qp->rx_commit(n);
+      placed += n;
+    }
+    const std::vector<uint8_t> tail(wire::fpdu_pad(ulpdu) + wire::kCrcSize, 0);
+    ASSERT_EQ(q.qp->rx_feed(tail), tail.size());
+  };
+  constexpr uint32_t kPiece = 65000, kLastMo = UINT32_MAX - 99;
+  uint32_t mo = 0;
+  while (mo < kLastMo) {
+    const uint32_t len = std::min(kPiece, kLastMo - mo);
+    segment(mo, len, false);
+    if (HasFatalFailure()) break;
+    mo += len;
+  }
+  if (!HasFatalFailure()) {
+    ASSERT_EQ(q.qp->state(), QpState::Rts);
+    segment(kLastMo, 200, true);  // would end at 2^32 + 100
+  }
+  if (!HasFatalFailure()) {
+    expect({TermLayer::Ddp, term::kDdpUntagged, term::kDdpTooLong}, true);
+    const auto rc = q.poll_recv();
+    ASSERT_EQ(rc.size(), 1u);
+    EXPECT_EQ(rc[0].wr_id, 6u);
+    EXPECT_EQ(rc[0].status, WcStatus::LocLenErr) << "byte_len " << rc[0].byte_len;
+  }
+  munmap(buf, 2 * kSge);
+}
+
 // A Read whose response does not bring every octet it asked for.
 class QpCraftedReadResponseTest : public QpCraftedTest {
  protected:
