@@ -142,13 +142,13 @@ bool Connection::hold_eof() {
 }
 
 bool Connection::transmit(std::atomic<bool>* reader_waits) {
-  return write_out(reader_waits, SIZE_MAX);
+  return write_out(reader_waits, SIZE_MAX, SIZE_MAX);
 }
 
-bool Connection::write_out(std::atomic<bool>* reader_waits, size_t read_every) {
+bool Connection::write_out(std::atomic<bool>* reader_waits, size_t read_every, size_t budget) {
   bool moved = false;
   blocked_ = false;
-  size_t since_read = 0;
+  size_t since_read = 0, written = 0;
   // After a failed write or our own shutdown nothing more can go out. The Qp may still hold
   // the rest of a partly written FPDU (it saw the peer's EOF first, so rx_error did not drop
   // it): without this, every pass would retry the write and count as progress, and the
@@ -185,6 +185,11 @@ bool Connection::write_out(std::atomic<bool>* reader_waits, size_t read_every) {
     since_read += r.bytes;
     qp_->tx_commit(r.bytes);
     moved = true;
+    written += r.bytes;
+    if (written >= budget) {
+      cut_short_ = true;
+      break;
+    }
   }
   if (!tx_shut_ && qp_->tx_want_shutdown() && qp_->tx_idle()) {
     stream_->shutdown_write();
@@ -196,7 +201,7 @@ bool Connection::write_out(std::atomic<bool>* reader_waits, size_t read_every) {
 
 bool Connection::progress() {
   const bool rx = receive();
-  const bool tx = write_out(nullptr, kTxBytesPerRead);
+  const bool tx = write_out(nullptr, kTxBytesPerRead, kTxBytesPerPass);
   return rx || tx;
 }
 

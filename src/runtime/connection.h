@@ -45,6 +45,11 @@ class Connection {
   // and a small message that arrived meanwhile (a credit update, an acknowledgement) would
   // wait for the lot. One read that usually finds nothing per 256 KiB written.
   static constexpr size_t kTxBytesPerRead = 256 * 1024;
+  // Octets a pass writes at most, as kRxRounds bounds its reads: a connection whose peer drains
+  // as fast as we write would otherwise hold its Qp, and the Progress thread, for the whole
+  // send queue (gigabytes). The pass ends cut short and the connection is served again after
+  // the others.
+  static constexpr size_t kTxBytesPerPass = 4 * 1024 * 1024;
   // A graceful end of the peer's stream (its FIN at an FPDU boundary, or an SCTP SHUTDOWN)
   // ends the QP and flushes every posted receive (engine::Qp::rx_eof). While the QP's CQs still
   // hold completions, a pass that reads the FIN leaves it unread for a later pass, at most this
@@ -63,7 +68,8 @@ class Connection {
 
   // One non-blocking, bounded pass: receive what is there (at most kRxRounds reads; what is
   // posted meanwhile goes out between them), then send what the Qp has until the socket is
-  // full, reading again every kTxBytesPerRead. Returns true if any byte moved.
+  // full or kTxBytesPerPass went out, reading again every kTxBytesPerRead. Returns true if any
+  // byte moved.
   bool progress();
   // Only the transmit half of a pass (send what the Qp has until the socket is full): what a
   // poster runs after posting. Receiving is left to whoever waits for completions (a poller,
@@ -75,7 +81,8 @@ class Connection {
   // a small inbound message (ib_send_bw's credit Write) is placed while the bulk goes out.
   bool transmit(std::atomic<bool>* reader_waits = nullptr);
   // The last pass stopped before the socket said it was drained (its read budget was spent,
-  // or SCTP gave one message): run another, since no readiness edge will announce what is
+  // or SCTP gave one message) or before the Qp had sent all it had (its write budget was
+  // spent): run another, since no readiness edge will announce what is
   // left. Otherwise the socket said EAGAIN or gave a short read, or the Qp stopped reading,
   // and new bytes, buffer space or a post raise their own wakeup. One exception: a short read
   // does not show a FIN that came with the data (Progress watches EPOLLRDHUP for that).
@@ -92,8 +99,9 @@ class Connection {
 
  private:
   bool receive();
-  // transmit(), with a receive() after every read_every bytes written (SIZE_MAX: none).
-  bool write_out(std::atomic<bool>* reader_waits, size_t read_every);
+  // transmit(), with a receive() after every read_every bytes written (SIZE_MAX: none), ending
+  // cut short once budget bytes were written.
+  bool write_out(std::atomic<bool>* reader_waits, size_t read_every, size_t budget);
   bool hold_eof();        // the FIN just read waits for a later pass (kEofHoldNs)
   void pick_read_size();  // after the staging buffer was consumed
 

@@ -295,6 +295,38 @@ engine::SendWr write_wr(std::vector<uint8_t>& src, memory::Stag lkey, memory::St
   return w;
 }
 
+// A peer that drains as fast as we write: one pass sends at most its budget (then it is cut
+// short, for the Progress thread to serve the others first), not the whole send queue.
+TEST(ConnectionTest, APassWritesAtMostItsBudget) {
+  using namespace engine;
+  test::Side a(1);
+  ConnParams p;
+  p.initiator = true;
+  p.crc = false;
+  p.mulpdu = 32762;
+  a.qp->start(p);
+  const std::vector<uint8_t> nothing;
+  runtime::Connection c(a.qp.get(), std::make_unique<ChunkStream>(&nothing, 65536));
+  constexpr size_t kMsg = 1 << 20, kWrites = 16;
+  std::vector<uint8_t> src(kMsg, 0x5a);
+  const memory::Stag lkey = a.reg_mr(src, 0);
+  for (size_t i = 0; i < kWrites; ++i) {
+    SendWr w = write_wr(src, lkey, 0x1234, 0x10000, i);
+    w.flags = kSendSignaled;
+    ASSERT_EQ(a.qp->post_send(w), 0);
+  }
+  EXPECT_TRUE(c.progress());
+  const uint64_t first = a.qp->stats().tx_bytes;
+  EXPECT_GE(first, runtime::Connection::kTxBytesPerPass);
+  EXPECT_LT(first, runtime::Connection::kTxBytesPerPass + 2 * kMsg) << "one pass sent it all";
+  EXPECT_TRUE(c.cut_short());
+  for (int pass = 0; pass < 100 && c.progress(); ++pass) {
+  }
+  EXPECT_GT(a.qp->stats().tx_bytes, kMsg * kWrites);
+  EXPECT_FALSE(c.cut_short());
+  EXPECT_EQ(a.poll_send().size(), kWrites);
+}
+
 class ConnectionPlacementTest : public ::testing::TestWithParam<bool /* crc */> {};
 
 // 32 KiB FPDUs (ULPDU 32762 + length, CRC field: loopback's FPDU) arriving 64 KiB per read,
