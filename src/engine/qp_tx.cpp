@@ -501,6 +501,7 @@ bool Qp::pin_read_sources() {
       continue;
     }
     const IrqEntry request = s.request;  // the slot goes with the frames set_terminate drops
+    tx_pins_.clear();  // no Pin is held across the completions and events that follow
     set_terminate(rdmap_protection_error(why), false, &request);
     return false;
   }
