@@ -142,18 +142,30 @@ bool Connection::hold_eof() {
 }
 
 bool Connection::transmit(std::atomic<bool>* reader_waits) {
-  return write_out(reader_waits, SIZE_MAX, SIZE_MAX);
+  return write_out(reader_waits, SIZE_MAX);
 }
 
-bool Connection::write_out(std::atomic<bool>* reader_waits, size_t read_every, size_t budget) {
+bool Connection::transmit_pass() {
+  tx_left_ = kTxBytesPerPass;
+  tx_cut_ = false;
+  const bool moved = write_out(nullptr, SIZE_MAX);
+  tx_left_ = SIZE_MAX;
+  return moved;
+}
+
+bool Connection::write_out(std::atomic<bool>* reader_waits, size_t read_every) {
   bool moved = false;
   blocked_ = false;
-  size_t since_read = 0, written = 0;
+  size_t since_read = 0;
   // After a failed write or our own shutdown nothing more can go out. The Qp may still hold
   // the rest of a partly written FPDU (it saw the peer's EOF first, so rx_error did not drop
   // it): without this, every pass would retry the write and count as progress, and the
   // progress thread would spin (SCTP refuses sends once the peer's SHUTDOWN arrived).
   while (!tx_shut_) {
+    if (tx_left_ == 0) {
+      tx_cut_ = true;
+      break;
+    }
     std::span<const iovec> iov = qp_->tx_pending();
     if (iov.empty()) break;
     // A read for the waiting thread, or the pass's own after read_every bytes; receive()
@@ -175,8 +187,8 @@ bool Connection::write_out(std::atomic<bool>* reader_waits, size_t read_every, s
     }
     if (r.status != IoStatus::Ok) {
       // EFAULT: the kernel could not read a source page (unmapped since the WR was posted).
-      if (!rx_closed_) r.err == EFAULT ? qp_->tx_fault() : qp_->rx_error(r.err);
       qp_->tx_commit(0);
+      if (!rx_closed_) r.err == EFAULT ? qp_->tx_fault() : qp_->rx_error(r.err);
       rx_closed_ = true;
       tx_shut_ = true;
       return true;
@@ -185,11 +197,7 @@ bool Connection::write_out(std::atomic<bool>* reader_waits, size_t read_every, s
     since_read += r.bytes;
     qp_->tx_commit(r.bytes);
     moved = true;
-    written += r.bytes;
-    if (written >= budget) {
-      cut_short_ = true;
-      break;
-    }
+    tx_left_ -= std::min(tx_left_, r.bytes);
   }
   if (!tx_shut_ && qp_->tx_want_shutdown() && qp_->tx_idle()) {
     stream_->shutdown_write();
@@ -200,8 +208,11 @@ bool Connection::write_out(std::atomic<bool>* reader_waits, size_t read_every, s
 }
 
 bool Connection::progress() {
+  tx_left_ = kTxBytesPerPass;
+  tx_cut_ = false;
   const bool rx = receive();
-  const bool tx = write_out(nullptr, kTxBytesPerRead, kTxBytesPerPass);
+  const bool tx = write_out(nullptr, kTxBytesPerRead);
+  tx_left_ = SIZE_MAX;
   return rx || tx;
 }
 

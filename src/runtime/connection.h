@@ -80,13 +80,17 @@ class Connection {
   // until it stops. Then this thread reads once between two writes (and clears the flag):
   // a small inbound message (ib_send_bw's credit Write) is placed while the bulk goes out.
   bool transmit(std::atomic<bool>* reader_waits = nullptr);
+  // The transmit half of a pass, bounded as progress()'s (for a QP whose reading is left to
+  // its poller).
+  bool transmit_pass();
   // The last pass stopped before the socket said it was drained (its read budget was spent,
   // or SCTP gave one message) or before the Qp had sent all it had (its write budget was
   // spent): run another, since no readiness edge will announce what is
   // left. Otherwise the socket said EAGAIN or gave a short read, or the Qp stopped reading,
   // and new bytes, buffer space or a post raise their own wakeup. One exception: a short read
   // does not show a FIN that came with the data (Progress watches EPOLLRDHUP for that).
-  bool cut_short() const { return cut_short_; }
+  bool cut_short() const { return cut_short_ || tx_cut_; }
+  bool tx_cut() const { return tx_cut_; }  // the last pass ended on its write budget
   bool rx_closed() const { return rx_closed_; }
   // The peer's FIN was read and is held back (kEofHoldNs): another pass reads it again.
   bool eof_held() const { return eof_held_; }
@@ -100,8 +104,8 @@ class Connection {
  private:
   bool receive();
   // transmit(), with a receive() after every read_every bytes written (SIZE_MAX: none), ending
-  // cut short once budget bytes were written.
-  bool write_out(std::atomic<bool>* reader_waits, size_t read_every, size_t budget);
+  // cut short once the pass's write budget (tx_left_) is spent.
+  bool write_out(std::atomic<bool>* reader_waits, size_t read_every);
   bool hold_eof();        // the FIN just read waits for a later pass (kEofHoldNs)
   void pick_read_size();  // after the staging buffer was consumed
 
@@ -113,6 +117,10 @@ class Connection {
   uint64_t mode_bytes_ = 0, mode_fpdus_ = 0;  // the Qp's counters at the last decision
   bool rx_closed_ = false, tx_shut_ = false, blocked_ = false, cut_short_ = false;
   bool eof_held_ = false;
+  // What the pass under way may still write: every write of the pass counts, those of the
+  // transmits its reads make too. SIZE_MAX outside a pass (a poster's transmit()).
+  size_t tx_left_ = SIZE_MAX;
+  bool tx_cut_ = false;
   int64_t eof_seen_ns_ = 0;  // steady_ns() when a held FIN was first read
   ConnectionStats stats_;
 };

@@ -68,7 +68,10 @@ std::optional<QueuePair::PassResult> QueuePair::run_pass(bool muted, bool wait) 
   if (!conn_) return PassResult{};
   // A muted QP's FIN is its poller's to read, but one the poller holds (Connection::eof_held)
   // stays this thread's to look at again: the poller may leave without a new edge to come.
-  if (muted) return PassResult{conn_->transmit(), false, !conn_->rx_closed(), conn_->eof_held()};
+  if (muted) {
+    const bool moved = conn_->transmit_pass();
+    return PassResult{moved, conn_->tx_cut(), !conn_->rx_closed(), conn_->eof_held()};
+  }
   const bool moved = conn_->progress();
   return PassResult{moved, conn_->cut_short(), !conn_->rx_closed(), conn_->eof_held()};
 }
@@ -104,7 +107,9 @@ bool QueuePair::drive(bool posted) {
   // A FIN this poll began to hold is handed to the Progress thread's timer too: the poller may
   // arm its CQ and sleep before the FIN may be read, and no edge need come for it again (an
   // SCTP socket tells an association's end once, in the notification this pass consumed).
-  if (!was_held && conn_->eof_held() && progress_) {
+  // So is the rest of a send queue this pass left on its write budget: no edge announces it
+  // either, and this poller may not come back.
+  if (((!was_held && conn_->eof_held()) || conn_->tx_cut()) && progress_) {
     lock.unlock();
     progress_->kick(this);
   }
