@@ -85,6 +85,9 @@ class RxFramer {
   virtual void feed_message(uint32_t ppid, std::span<const uint8_t> msg) = 0;
   // No frame is partly received: a close here loses nothing (RFC 5044 §8 error 1 otherwise).
   virtual bool at_boundary() const = 0;
+  // The stream failed: nothing more is parsed or placed (RFC 5041 §7.1), so what was kept to be
+  // parsed later goes now.
+  virtual void stop() = 0;
 };
 
 // MPA (RFC 5044 §4): FPDU = ULPDU_Length | ULPDU | PAD | CRC, with a Marker every 512 octets of
@@ -104,6 +107,7 @@ class MpaRx final : public RxFramer {
   size_t feed(std::span<const uint8_t> in) override;
   void feed_message(uint32_t ppid, std::span<const uint8_t> msg) override;
   bool at_boundary() const override;
+  void stop() override {}
 
  private:
   enum class St : uint8_t { Length, Stage, Ulpdu, Trailer };
@@ -151,6 +155,7 @@ class SctpRx final : public RxFramer {
   size_t feed(std::span<const uint8_t> in) override;
   void feed_message(uint32_t ppid, std::span<const uint8_t> msg) override;
   bool at_boundary() const override { return true; }
+  void stop() override;  // the messages held for reordering
   size_t held() const { return hold_.size(); }
 
  private:

@@ -334,6 +334,13 @@ void Qp::flush_all() {
 // (RDMAP §5.4).
 void Qp::set_terminate(wire::TerminateCause cause, bool from_rx, const IrqEntry* answering) {
   if (term_sent_ || state_ == QpState::Error || state_ == QpState::Idle) return;
+  // A Terminate sent after a frame cut short would be read by the peer as the rest of that
+  // frame (placed, with CRC off): the stream ends there instead, the peer sees it close inside
+  // a frame (RFC 5044 §8), and this side fails as for a broken connection.
+  if (!detach_tx()) {
+    enter_error(QpEvent::LlpError);
+    return;
+  }
   wire::TerminateMessage t{};
   t.cause = cause;
   // The headers to send back: those of the segment being received (rx_hdr_len_ is 0 until its
@@ -372,7 +379,6 @@ void Qp::set_terminate(wire::TerminateCause cause, bool from_rx, const IrqEntry*
   term_sent_ = t;
   state_ = QpState::Terminate;
   stop_placing();
-  detach_tx();
   flush_all();
   emit(QpEvent::TerminateSent);
 }
@@ -384,6 +390,7 @@ void Qp::set_terminate(wire::TerminateCause cause, bool from_rx, const IrqEntry*
 void Qp::stop_placing() {
   rx_pin_.release();
   rx_drain_ = true;
+  rx_framer_->stop();
 }
 
 void Qp::enter_error(QpEvent why) {

@@ -291,7 +291,10 @@ class Qp final : private SegmentRx {
   TxSlot& begin_slot(SlotDone done, uint32_t index);
   void unbuild_slot(TxSlot& s);
   void fill_close();
-  void detach_tx();
+  // After an error: every frame not yet on the wire is dropped, the rest of one partly on it
+  // copied to be finished. False when that rest could not be read (a page unmapped, a Read
+  // Response's source gone): the stream then ends inside the frame, and nothing may follow.
+  bool detach_tx();
 
   // qp_rx.cpp: the segment side (SegmentRx) the framers drive
   void seg_begin(uint16_t len) override;

@@ -551,6 +551,7 @@ void Qp::rx_deliver_atomic_response() {
   memory::Registry::Pin pin =
       cfg_.registry->pin(dst.lkey, cfg_.pd, 0, memory::kLocalWrite, dst.addr, sizeof r.original);
   if (!pin.ok() || memory::copy_to_app(pin.mapping().host, &r.original, sizeof r.original) != 0) {
+    pin.release();  // not held across the completions and events of the failure
     e.status = WcStatus::LocProtErr;
     e.st = SqSt::Done;
     rx_fail({TermLayer::Rdma, term::kRdmaLocalCatastrophic, 0});

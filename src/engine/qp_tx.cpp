@@ -15,19 +15,6 @@ namespace uiw::engine {
 namespace {
 constexpr size_t kIovMax = 1024;  // IOV_MAX for one sendmsg
 
-// Copies an iovec's octets to out, fault-safe, except those in [skip, skip + skip_len), which
-// become zeros (skip nullptr: none). 0, or -EFAULT when a page could not be read.
-int copy_iov_except(uint8_t* out, const iovec& v, const uint8_t* skip, size_t skip_len) {
-  const auto p = reinterpret_cast<uintptr_t>(v.iov_base);
-  const auto s = reinterpret_cast<uintptr_t>(skip);
-  const uintptr_t lo = skip ? std::clamp(s, p, p + v.iov_len) : p + v.iov_len;
-  const uintptr_t hi = skip ? std::clamp(s + skip_len, lo, p + v.iov_len) : lo;
-  if (int rc = memory::copy_from_app(out, v.iov_base, lo - p)) return rc;
-  std::memset(out + (lo - p), 0, hi - lo);
-  return memory::copy_from_app(out + (hi - p), reinterpret_cast<const void*>(hi),
-                               p + v.iov_len - hi);
-}
-
 wire::Opcode send_opcode(const SendWr& wr) {
   const bool se = wr.flags & kSendSolicited;
   if (wr.opcode == WrOpcode::SendInv) return se ? wire::Opcode::SendSeInv : wire::Opcode::SendInv;
@@ -470,6 +457,7 @@ bool Qp::build_irq_segment() {
   const size_t hlen = wire::encode_segment_header(s.hdr + kFramePrefix, h);
   tx_framer_->add_header(s, hlen, hlen + chunk);
   if (chunk && !tx_framer_->add_payload(s, pin.mapping().host, chunk, true)) {
+    pin.release();  // not held across the completions and events of the failure
     unbuild_slot(s);
     set_terminate(rdmap_protection_error(memory::AccessResult::AccessDenied), false, &q);
     return true;
@@ -488,8 +476,8 @@ bool Qp::build_irq_segment() {
 // reads a Read Response's payload from the region when the write carrying it runs, which a peer
 // that stops reading delays at will, so each write validates and pins the sources again. A source
 // gone since its segment was built ends the stream with the Terminate a Read of it gets when
-// built (RDMAP §7.2); every segment not yet on the wire is dropped, and the rest of one partly on
-// it is finished without reading the region (detach_tx).
+// built (RDMAP §7.2), every segment not yet on the wire dropped; if it was partly on the wire
+// already, the stream ends inside it (detach_tx, set_terminate).
 bool Qp::pin_read_sources() {
   for (size_t i = 0; i < slots_used_; ++i) {
     const TxSlot& s = slots_[(slot_head_ + i) % kTxSlots];
@@ -628,38 +616,40 @@ void Qp::build_rtr() {
 // flushed work requests no longer reference user memory; unstarted FPDUs are dropped. The copy
 // is fault-safe: a source the application unmapped meanwhile leaves the FPDU cut short (the
 // peer then sees the stream end inside it), never a signal.
-void Qp::detach_tx() {
+bool Qp::detach_tx() {
   tx_kind_ = TxKind::None;
   if (slots_used_ == 0) {
     tx_pins_.clear();
-    return;
+    return true;
   }
   TxSlot& h = slots_[slot_head_];
-  tx_framer_->drop_after(h, h.remaining != h.bytes);
+  const bool partly_sent = h.remaining != h.bytes;
+  tx_framer_->drop_after(h, partly_sent);
   std::vector<uint8_t> rest;
-  if (h.remaining != h.bytes) {
-    // A Read Response's source is read only while it still holds the region; once gone, the
-    // octets the peer is owed from it are zeros (its CRC, if any, then fails at the peer).
+  if (partly_sent) {
+    // A Read Response's source is read only while it still holds the region (RFC 5041
+    // §8.3.1(6)); once gone, the frame cannot be finished.
     memory::Registry::Pin source;
     memory::AccessResult why;
-    const bool scrub = h.read_response && !pin_source(h, &source, &why);
-    rest.resize(h.remaining);
-    size_t at = 0;
-    for (size_t i = 0; i < h.iov_count; ++i) {
-      const iovec& v = tx_out_.iov[tx_out_.begin + i];
-      if (copy_iov_except(rest.data() + at, v, scrub ? h.source : nullptr, h.source_len) != 0) {
-        rest.clear();
-        break;
+    if (!h.read_response || pin_source(h, &source, &why)) {
+      rest.resize(h.remaining);
+      size_t at = 0;
+      for (size_t i = 0; i < h.iov_count; ++i) {
+        const iovec& v = tx_out_.iov[tx_out_.begin + i];
+        if (memory::copy_from_app(rest.data() + at, v.iov_base, v.iov_len) != 0) {
+          rest.clear();
+          break;
+        }
+        at += v.iov_len;
       }
-      at += v.iov_len;
     }
   }
   tx_pins_.clear();
-  h.read_response = false;  // the rest is the Qp's own copy now
+  h.read_response = false;
   slots_used_ = 0;
   tx_out_.begin = tx_out_.end = 0;
   tx_out_.batch_bytes = 0;
-  if (rest.empty()) return;
+  if (rest.empty()) return !partly_sent;
   detached_.swap(rest);
   ++slots_used_;
   h.done = SlotDone::None;
@@ -668,6 +658,7 @@ void Qp::detach_tx() {
   h.remaining = h.bytes = detached_.size();
   tx_out_.iov[tx_out_.end++] = {detached_.data(), detached_.size()};
   tx_out_.batch_bytes = detached_.size();
+  return true;
 }
 
 }  // namespace uiw::engine

@@ -35,6 +35,12 @@ void SctpRx::start(uint16_t rx_ssn) {
   record_.clear();
 }
 
+// A split record is still gathered (the records after it are read to see the close).
+void SctpRx::stop() {
+  hold_.clear();
+  held_bytes_ = 0;
+}
+
 RxNeed SctpRx::need() {
   return {discard_.data(), discard_.size()};
 }

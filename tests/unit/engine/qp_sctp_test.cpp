@@ -391,6 +391,25 @@ TEST_F(QpSctpTest, HeldMessageWaitsForTheGap) {
   EXPECT_EQ(b.qp->state(), QpState::Rts);
 }
 
+// Messages that overtook a missing one are held in memory, but only so much of it: a peer that
+// never fills the gap while it goes on sending loses the stream at 64 MiB, not the process's
+// memory.
+TEST_F(QpSctpTest, HeldMessagesAreBoundedInMemory) {
+  constexpr size_t kPayload = 60000, kLimit = 64u << 20;
+  std::vector<uint8_t> msg = {0, 0, 0xC1, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  msg.resize(msg.size() + kPayload, 0x5A);
+  size_t held = 0;
+  for (uint16_t ssn = 2; ssn < 2000 && !b.qp->terminate_sent(); ++ssn) {
+    wire::store_be16(msg.data(), ssn);  // DDP-SSN 1 never comes
+    b.qp->rx_feed_message(wire::kPpidDdpSegment, msg);
+    if (!b.qp->terminate_sent()) held += msg.size();
+  }
+  expect_stream_lost(b);
+  EXPECT_LE(held, kLimit);
+  EXPECT_GT(held + msg.size(), kLimit);  // the message that ended it would have gone beyond
+  EXPECT_EQ(b.qp->sctp_held(), 0u);      // nothing is kept once the stream is lost
+}
+
 TEST_F(QpSctpTest, WrongPpidTerminates) {
   const std::vector<uint8_t> write0 = {0x00, 0x01, 0xC1, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   b.qp->rx_feed_message(51, write0);  // RFC 5043 §5.1: only PPIDs 16 and 17
