@@ -391,6 +391,36 @@ TEST_F(QpSctpTest, HeldMessageWaitsForTheGap) {
   EXPECT_EQ(b.qp->state(), QpState::Rts);
 }
 
+// Over SCTP a Read Response segment is one message, sent whole or not at all: a source
+// deregistered after its segments were built, before any was sent, is not read; they are
+// dropped with their DDP-SSNs and the Terminate follows the last message sent.
+TEST_F(QpSctpTest, ReadSourceDeregisteredBeforeItsBuiltResponseIsSentIsNotRead) {
+  std::vector<uint8_t> src(8000, 0x5A), sink(8000, 0);
+  const memory::Stag skey = b.reg_mr(src, kRemoteRead);
+  SendWr w;
+  w.wr_id = 9;
+  w.opcode = WrOpcode::RdmaRead;
+  w.flags = kSendSignaled;
+  w.num_sge = 1;
+  w.sg_list[0] = sge_of(sink, a.reg_mr(sink, kLocalWrite));
+  w.remote_stag = skey;
+  w.remote_addr = reinterpret_cast<uint64_t>(src.data());
+  ASSERT_EQ(a.qp->post_send(w), 0);
+  ASSERT_EQ(pump.move(a, b, pump.log_ab, pump.fin_ab), 1u);  // the Read Request
+  ASSERT_FALSE(b.qp->tx_pending().empty());                  // its response is built
+  b.qp->tx_commit(0);                                        // and none of it sent
+  ASSERT_EQ(b.reg.deregister(skey), 0);
+  std::fill(src.begin(), src.end(), 0xC3);
+  const wire::TerminateMessage t = terminate_from_b();
+  EXPECT_EQ(t.cause, (wire::TerminateCause{wire::TermLayer::Rdma, wire::term::kRdmaRemoteProtection,
+                                           wire::term::kInvalidStag}));
+  expect_chunks(pump.log_ba, 1452);
+  EXPECT_EQ(sink, std::vector<uint8_t>(sink.size(), 0)) << "a response segment was sent";
+  const auto sc = a.poll_send();
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_NE(sc[0].status, WcStatus::Success);
+}
+
 // Messages that overtook a missing one are held in memory, but only so much of it: a peer that
 // never fills the gap while it goes on sending loses the stream at 64 MiB, not the process's
 // memory.
