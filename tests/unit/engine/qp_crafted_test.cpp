@@ -769,6 +769,24 @@ TEST_P(QpCraftedFaultTest, ReadSourceDeregisteredBeforeItsBuiltResponseIsSentIsN
                              rr);
 }
 
+// An invalidation is the same to a built response as a deregistration: a Local Invalidate of
+// the source, run in its turn in the send queue after the response was built, leaves nothing of
+// the region to be read.
+TEST_P(QpCraftedFaultTest, ReadSourceInvalidatedBeforeItsBuiltResponseIsSentIsNotRead) {
+  const std::vector<uint8_t> rr = read_of_second_page(0x5A);
+  ASSERT_FALSE(q.qp->tx_pending().empty());
+  q.qp->tx_commit(0);
+  SendWr inv;
+  inv.wr_id = 8;
+  inv.opcode = WrOpcode::LocalInv;
+  inv.invalidate_stag = key_;
+  ASSERT_EQ(q.qp->post_send(inv), 0);
+  expect_read_request_echoed({TermLayer::Rdma, term::kRdmaRemoteProtection, term::kInvalidStag},
+                             rr);
+  EXPECT_EQ(q.reg.check(key_, q.pd, 0, memory::kRemoteRead, second_page(), 1).result,
+            memory::AccessResult::InvalidStag);
+}
+
 // Part of the segment is on the wire: it cannot be finished without the source, and a Terminate
 // behind it would be read as its rest, so nothing more goes out; the stream ends inside the frame
 // (the peer's Read then fails, RFC 5044 §8) and the QP fails as for a broken connection.
