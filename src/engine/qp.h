@@ -285,7 +285,7 @@ class Qp final : private SegmentRx {
   void end_message_in_error(SqEntry& e);
   bool build_irq_segment();
   bool pin_read_sources();
-  bool pin_source(const TxSlot& s, memory::Registry::Pin* out, memory::AccessResult* why) const;
+  memory::AccessResult pin_source(const TxSlot& s, memory::Registry::Pin* out) const;
   void build_terminate();
   void build_rtr();
   TxSlot& begin_slot(SlotDone done, uint32_t index);

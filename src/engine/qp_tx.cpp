@@ -483,8 +483,8 @@ bool Qp::pin_read_sources() {
     const TxSlot& s = slots_[(slot_head_ + i) % kTxSlots];
     if (!s.read_response) continue;
     memory::Registry::Pin pin;
-    memory::AccessResult why;
-    if (pin_source(s, &pin, &why)) {
+    const memory::AccessResult why = pin_source(s, &pin);
+    if (why == memory::AccessResult::Ok) {
       tx_pins_.push_back(std::move(pin));
       continue;
     }
@@ -496,17 +496,15 @@ bool Qp::pin_read_sources() {
   return true;
 }
 
-// A Read Response segment's source, pinned where the segment was built from; false (and why)
-// once deregistered, invalidated, or reregistered to other memory (its iovecs point at the old).
-bool Qp::pin_source(const TxSlot& s, memory::Registry::Pin* out, memory::AccessResult* why) const {
+// A Read Response segment's source, pinned where the segment was built from (Ok), or why not:
+// deregistered, invalidated, or reregistered to other memory (its iovecs point at the old).
+memory::AccessResult Qp::pin_source(const TxSlot& s, memory::Registry::Pin* out) const {
   *out = cfg_.registry->pin(s.request.rr.src_stag, cfg_.pd, cfg_.qp_num, memory::kRemoteRead,
                             s.source_to, s.source_len);
-  *why = out->mapping().result;
-  if (!out->ok()) return false;
-  if (out->mapping().host == s.source) return true;
+  if (!out->ok()) return out->mapping().result;
+  if (out->mapping().host == s.source) return memory::AccessResult::Ok;
   out->release();
-  *why = memory::AccessResult::AccessDenied;
-  return false;
+  return memory::AccessResult::AccessDenied;
 }
 
 // RFC 7306 §5.2.2: the atomic is performed now, when its turn to be answered came (§7: after
@@ -630,8 +628,7 @@ bool Qp::detach_tx() {
     // A Read Response's source is read only while it still holds the region (RFC 5041
     // §8.3.1(6)); once gone, the frame cannot be finished.
     memory::Registry::Pin source;
-    memory::AccessResult why;
-    if (!h.read_response || pin_source(h, &source, &why)) {
+    if (!h.read_response || pin_source(h, &source) == memory::AccessResult::Ok) {
       rest.resize(h.remaining);
       size_t at = 0;
       for (size_t i = 0; i < h.iov_count; ++i) {
