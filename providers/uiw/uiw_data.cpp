@@ -408,14 +408,12 @@ int qpx_wr_complete(ibv_qp_ex* x) {
   for (const Qp::BatchWr& b : qp->batch)
     if (!rc && b.wr.opcode == WrOpcode::RdmaRead && (b.wr.flags & engine::kSendInline)) rc = EINVAL;
   if (!rc) {
-    rc = qp->rt->with_engine([&](engine::Qp& e) {
-      if (e.state() != engine::QpState::Error && e.sq_free() < qp->batch.size()) return ENOMEM;
-      for (Qp::BatchWr& b : qp->batch) {
-        if (b.inline_len) b.wr.sg_list[0].addr = reinterpret_cast<uintptr_t>(b.inline_data);
-        if (const int err = e.post_send(b.wr)) return -err;
-      }
-      return 0;
-    });
+    for (Qp::BatchWr& b : qp->batch)
+      if (b.inline_len) b.wr.sg_list[0].addr = reinterpret_cast<uintptr_t>(b.inline_data);
+    // As ibv_post_send posts: never behind a pass of the progress thread, which holds the
+    // QP's engine across its socket reads and writes.
+    rc = -qp->rt->post_send_all(
+        qp->batch.size(), [qp](size_t i) -> const engine::SendWr& { return qp->batch[i].wr; });
   }
   qp->batch.clear();
   qp->batch_error = 0;

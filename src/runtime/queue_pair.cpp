@@ -32,6 +32,10 @@ int QueuePair::attach(std::unique_ptr<transport::ByteStream> s, const engine::Co
 // across its socket reads and writes, and a poster must not wait for those.
 int QueuePair::post_send(const engine::SendWr& wr) {
   std::lock_guard post(post_mu_);
+  return post_send_posting(wr);
+}
+
+int QueuePair::post_send_posting(const engine::SendWr& wr) {
   const int rc = qp_.post_send_concurrent(wr);
   if (rc != -EAGAIN && rc != -ECANCELED) return rc;
   std::lock_guard lock(mu_);

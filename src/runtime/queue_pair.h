@@ -11,7 +11,9 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -46,6 +48,18 @@ class QueuePair {
   // move on the next pass.
   int post_send(const engine::SendWr& wr);
   int post_recv(const engine::RecvWr& wr);
+  // n send WRs as one post (wr(i) is the i-th, 0 <= i < n): all of them, or none (-ENOMEM)
+  // when the send queue lacks room for them all, also without waiting for a pass. Only posters
+  // fill the send queue, one at a time under post_mu_, so the room seen first can only grow
+  // meanwhile. A QP in Error takes them all and flushes them.
+  template <typename F>
+  int post_send_all(size_t n, F&& wr) {
+    std::lock_guard post(post_mu_);
+    if (qp_.state() != engine::QpState::Error && qp_.sq_free() < n) return -ENOMEM;
+    for (size_t i = 0; i < n; ++i)
+      if (const int rc = post_send_posting(wr(i))) return rc;
+    return 0;
+  }
   // Calls f(engine::Qp&) under the mutex, and after posters: several posts as one, or a look
   // at engine state.
   template <typename F>
@@ -117,6 +131,8 @@ class QueuePair {
 
  private:
   friend class Progress;
+
+  int post_send_posting(const engine::SendWr& wr);  // post_send, post_mu_ held
 
   std::mutex post_mu_;  // one poster at a time (taken before mu_, never held across I/O)
   std::mutex mu_;

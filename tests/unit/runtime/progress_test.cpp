@@ -365,6 +365,54 @@ TEST(QueuePairTest, APosterHoldingTheQpReadsForTheProgressThreadThatWaits) {
   qp.leave_progress();
 }
 
+// Several WRs posted as one (the ibv_wr_* batch's wr_complete; perftest posts so) go onto the
+// send queue while another thread's pass holds the QP across a write that does not return: a
+// poster never sleeps behind a pass. A batch the send queue has no room for is refused whole.
+TEST(QueuePairTest, ABatchPostDoesNotWaitForAPassThatHoldsTheQp) {
+  engine::test::Side side(1);
+  std::vector<uint8_t> src(64 << 10, 0x5a);
+  const memory::Stag lk = side.reg_mr(src, 0);
+  auto s = std::make_unique<GatedStream>(std::vector<uint8_t>{});
+  GatedStream* stream = s.get();
+  QueuePair qp(config_of(side, 1));
+  engine::ConnParams params;
+  params.initiator = true;
+  ASSERT_EQ(qp.attach(std::move(s), params, nullptr), 0);
+  engine::SendWr w;
+  w.num_sge = 1;
+  w.sg_list[0] = engine::test::sge_of(src, lk);
+  ASSERT_EQ(qp.post_send(w), 0);
+  std::thread pass([&] { qp.drive(true); });  // its first write waits for the gate
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!stream->writing && std::chrono::steady_clock::now() - t0 < 2s)
+    std::this_thread::sleep_for(100us);
+  ASSERT_TRUE(stream->writing) << "the pass did not write";
+  const size_t room = qp.engine_unlocked().sq_free();
+  std::vector<engine::SendWr> batch(2, w);
+  batch[0].wr_id = 2;
+  batch[1].wr_id = 3;
+  auto post = std::async(std::launch::async, [&] {
+    return qp.post_send_all(batch.size(),
+                            [&](size_t i) -> const engine::SendWr& { return batch[i]; });
+  });
+  const bool returned = post.wait_for(2s) == std::future_status::ready;
+  // While the pass is stuck nothing completes: the queue holds exactly what was posted.
+  const size_t room_after = qp.engine_unlocked().sq_free();
+  stream->gate = true;
+  pass.join();
+  EXPECT_TRUE(returned) << "the batch waited for the pass";
+  EXPECT_EQ(post.get(), 0);
+  if (returned) {
+    EXPECT_EQ(room_after, room - 2);
+  }
+  // No room for all of them: none is posted.
+  const size_t free_now = qp.engine_unlocked().sq_free();
+  std::vector<engine::SendWr> big(free_now + 1, w);
+  EXPECT_EQ(qp.post_send_all(big.size(), [&](size_t i) -> const engine::SendWr& { return big[i]; }),
+            -ENOMEM);
+  EXPECT_EQ(qp.engine_unlocked().sq_free(), free_now);
+}
+
 // A TCP stream that counts its reads (from whichever thread makes them).
 class CountedTcpStream final : public transport::ByteStream {
  public:
