@@ -108,7 +108,7 @@ struct Qp : verbs_qp {
   std::atomic<bool> local_close{false};  // the application moved it to SQD/ERR/RESET
 
   // The ibv_wr_* batch (uiw_data.cpp), built between wr_start and wr_complete / wr_abort with
-  // mu held all along, so the batch reaches the send queue whole, as one ibv_post_send would.
+  // mu held all along, so no other post comes between its WRs, as with one ibv_post_send.
   struct BatchWr {
     engine::SendWr wr;
     uint32_t inline_len = 0;  // > 0: wr's one SGE is inline_data, fixed up when posted

@@ -400,8 +400,10 @@ void qpx_wr_abort(ibv_qp_ex* x) {
   qp->mu.unlock();
 }
 
-// All of the batch or none of it: a send queue without room for it all refuses it (ENOMEM), as
-// do WRs the engine would refuse (a Read with inline data); a QP in Error takes it and flushes.
+// A send queue without room for the whole batch refuses it (ENOMEM), as does a Read with inline
+// data in it; a QP in Error takes it and flushes. A WR the engine refuses (an RFC 7306 opcode the
+// connection did not agree to, an atomic with other than one 8-byte SGE) ends the post with its
+// error, as ibv_post_send's bad_wr does: the WRs before it stay posted and are sent.
 int qpx_wr_complete(ibv_qp_ex* x) {
   Qp* qp = to_qp(x);
   int rc = qp->batch_error;
@@ -410,14 +412,14 @@ int qpx_wr_complete(ibv_qp_ex* x) {
   if (!rc) {
     for (Qp::BatchWr& b : qp->batch)
       if (b.inline_len) b.wr.sg_list[0].addr = reinterpret_cast<uintptr_t>(b.inline_data);
-    // As ibv_post_send posts: never behind a pass of the progress thread, which holds the
-    // QP's engine across its socket reads and writes.
+    // As ibv_post_send posts: not behind a pass of the progress thread, which holds the QP's
+    // engine across its socket reads and writes.
     rc = -qp->rt->post_send_all(
         qp->batch.size(), [qp](size_t i) -> const engine::SendWr& { return qp->batch[i].wr; });
+    qp->rt->drive(true);  // also what went in before a refused WR
   }
   qp->batch.clear();
   qp->batch_error = 0;
-  if (!rc) qp->rt->drive(true);
   qp->mu.unlock();
   return rc;
 }

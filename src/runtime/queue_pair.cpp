@@ -15,6 +15,8 @@ QueuePair::~QueuePair() {
 int QueuePair::attach(std::unique_ptr<transport::ByteStream> s, const engine::ConnParams& params,
                       Progress* progress) {
   {
+    // After a batch in flight (post_send_all): it is posted whole before the QP starts.
+    std::lock_guard post(post_mu_);
     std::lock_guard lock(mu_);
     if (qp_.state() != engine::QpState::Idle || conn_) return -ECANCELED;
     const int fd = s->fd();
@@ -130,6 +132,9 @@ void QueuePair::unpoll() {
 void QueuePair::close() {
   Progress* p;
   {
+    // After a batch in flight (post_send_all): Closing refuses new WRs, and a batch must not
+    // be cut in two by it.
+    std::lock_guard post(post_mu_);
     std::lock_guard lock(mu_);
     qp_.close();
     p = progress_;

@@ -48,10 +48,12 @@ class QueuePair {
   // move on the next pass.
   int post_send(const engine::SendWr& wr);
   int post_recv(const engine::RecvWr& wr);
-  // n send WRs as one post (wr(i) is the i-th, 0 <= i < n): all of them, or none (-ENOMEM)
-  // when the send queue lacks room for them all, also without waiting for a pass. Only posters
-  // fill the send queue, one at a time under post_mu_, so the room seen first can only grow
-  // meanwhile. A QP in Error takes them all and flushes them.
+  // n send WRs as one post (wr(i) is the i-th, 0 <= i < n), also without waiting for a pass:
+  // none (-ENOMEM) when the send queue lacks room for them all. Only posters fill the send
+  // queue, one at a time under post_mu_, so the room seen first can only grow meanwhile, and
+  // close() and attach() take post_mu_ too, so the QP cannot begin to close or start between
+  // two of them. A QP in Error takes them all and flushes them. A WR the engine refuses (its
+  // -errno returned) ends the post; the ones before it stay posted.
   template <typename F>
   int post_send_all(size_t n, F&& wr) {
     std::lock_guard post(post_mu_);
@@ -60,8 +62,8 @@ class QueuePair {
       if (const int rc = post_send_posting(wr(i))) return rc;
     return 0;
   }
-  // Calls f(engine::Qp&) under the mutex, and after posters: several posts as one, or a look
-  // at engine state.
+  // Calls f(engine::Qp&) under the mutex, and after posters: a look at engine state. It waits
+  // for a pass in flight, so posts do not go through it (post_send, post_send_all).
   template <typename F>
   auto with_engine(F&& f) {
     std::lock_guard post(post_mu_);

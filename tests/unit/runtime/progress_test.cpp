@@ -383,8 +383,16 @@ TEST(QueuePairTest, ABatchPostDoesNotWaitForAPassThatHoldsTheQp) {
   w.sg_list[0] = engine::test::sge_of(src, lk);
   ASSERT_EQ(qp.post_send(w), 0);
   std::thread pass([&] { qp.drive(true); });  // its first write waits for the gate
+  struct OpenAndJoin {                        // also when an assertion returns early
+    GatedStream* s;
+    std::thread& t;
+    ~OpenAndJoin() {
+      s->gate = true;
+      if (t.joinable()) t.join();
+    }
+  } open_and_join{stream, pass};
   const auto t0 = std::chrono::steady_clock::now();
-  while (!stream->writing && std::chrono::steady_clock::now() - t0 < 2s)
+  while (!stream->writing && std::chrono::steady_clock::now() - t0 < 10s)
     std::this_thread::sleep_for(100us);
   ASSERT_TRUE(stream->writing) << "the pass did not write";
   const size_t room = qp.engine_unlocked().sq_free();
@@ -395,7 +403,7 @@ TEST(QueuePairTest, ABatchPostDoesNotWaitForAPassThatHoldsTheQp) {
     return qp.post_send_all(batch.size(),
                             [&](size_t i) -> const engine::SendWr& { return batch[i]; });
   });
-  const bool returned = post.wait_for(2s) == std::future_status::ready;
+  const bool returned = post.wait_for(10s) == std::future_status::ready;
   // While the pass is stuck nothing completes: the queue holds exactly what was posted.
   const size_t room_after = qp.engine_unlocked().sq_free();
   stream->gate = true;
