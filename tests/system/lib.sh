@@ -216,22 +216,29 @@ run_fg() {
 # runs three processes (rdma, ss, rdma) and parses with bash alone: under TCG a process start
 # costs 0.3-0.9 s, and the pipelines this replaced (about sixteen processes) took 1.7 s a look.
 wait_cm_listen() {
-  local port=$1 secs=${2:-30} ids line
+  local port=$1 secs=${2:-30}
   local end=$((SECONDS + secs))
-  local re="state LISTEN .*src-addr [^ ]*:$port( |$)"
   while [ $SECONDS -lt $end ]; do
-    ids=$(rdma res show cm_id 2>/dev/null) || ids=
-    while read -r line; do
-      [[ $line =~ $re ]] || continue
-      iw_listeners_up "$port" "$ids" && return 0
-      break # it judged every id on PORT: one look is enough
-    done <<<"$ids"
+    cm_listening "$port" && return 0
     sleep 0.2
   done
   rdma res show cm_id >&2 || true
   ss -Hln -t --sctp >&2 || true
   show_exited_bg
   fail "no rdma_cm listener on port $port after ${secs}s"
+}
+
+# cm_listening PORT: one look of wait_cm_listen, true once it may stop waiting.
+cm_listening() {
+  local port=$1 ids line
+  local re="state LISTEN .*src-addr [^ ]*:$port( |$)"
+  ids=$(rdma res show cm_id 2>/dev/null) || ids=
+  while read -r line; do
+    [[ $line =~ $re ]] || continue
+    iw_listeners_up "$port" "$ids" && return 0
+    return 1 # it judged every id on PORT: one look is enough
+  done <<<"$ids"
+  return 1
 }
 
 # iw_listeners_up PORT [CM_IDS]: each iWARP device (node_type RNIC) whose rdma_cm id listens on
