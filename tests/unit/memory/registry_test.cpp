@@ -336,8 +336,11 @@ TEST_F(RegistryTest, PinHoldsOffDeregister) {
     EXPECT_EQ(reg_.deregister(stag_), 0);
     done = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  // Deregistration has begun (new checks fail) but waits for the pin.
+  // Deregistration begins (new checks fail) but waits for the pin. Polled, not slept for: on a
+  // loaded machine the thread may start late.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (chk(kIova, 1).result == AccessResult::Ok && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(chk(kIova, 1).result, AccessResult::InvalidStag);
   EXPECT_FALSE(done.load());
   Registry::Pin moved = std::move(p);
