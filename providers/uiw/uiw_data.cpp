@@ -407,16 +407,15 @@ void qpx_wr_abort(ibv_qp_ex* x) {
 int qpx_wr_complete(ibv_qp_ex* x) {
   Qp* qp = to_qp(x);
   int rc = qp->batch_error;
-  for (const Qp::BatchWr& b : qp->batch)
-    if (!rc && b.wr.opcode == WrOpcode::RdmaRead && (b.wr.flags & engine::kSendInline)) rc = EINVAL;
   if (!rc) {
     for (Qp::BatchWr& b : qp->batch)
       if (b.inline_len) b.wr.sg_list[0].addr = reinterpret_cast<uintptr_t>(b.inline_data);
     // As ibv_post_send posts: not behind a pass of the progress thread, which holds the QP's
-    // engine across its socket reads and writes.
+    // engine across its socket reads and writes. All or nothing: a WR the engine refuses
+    // refuses the batch.
     rc = -qp->rt->post_send_all(
         qp->batch.size(), [qp](size_t i) -> const engine::SendWr& { return qp->batch[i].wr; });
-    qp->rt->drive(true);  // also what went in before a refused WR
+    if (!rc) qp->rt->drive(true);
   }
   qp->batch.clear();
   qp->batch_error = 0;

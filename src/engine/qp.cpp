@@ -126,14 +126,45 @@ int Qp::post_send_concurrent(const SendWr& wr) {
   return now == QpState::Error || now == QpState::Terminate ? -ECANCELED : 0;
 }
 
-int Qp::fill_sq_entry(const SendWr& wr) {
-  const uint32_t tail = sq_tail_.load(std::memory_order_relaxed);  // only posters move it
-  if (tail - sq_head_.load(std::memory_order_acquire) >= sq_.size()) return -ENOMEM;
+int Qp::send_refusal(const SendWr& wr) const {
+  if (wr.num_sge > kMaxSge) return -EINVAL;
+  const QpState st = state_;
+  if (st == QpState::Error || st == QpState::Terminate) return 0;  // taken and flushed
+  if (st == QpState::Closing) return -EINVAL;
+  return shape_refusal(wr);
+}
+
+int Qp::shape_refusal(const SendWr& wr) const {
   const TxOp& op = tx_op(wr.opcode);
   // RFC 7306 §1.1: a peer that did not agree to the extensions must never see their opcodes.
   // Once connected (state_ is stored after params_) that is known: refused here; a WR posted
   // before fails when its turn to be sent comes.
   if (op.extension && state_ != QpState::Idle && !params_.rdmap_ext) return -EOPNOTSUPP;
+  if (wr.flags & kSendInline) {
+    if (!op.inline_ok) return -EINVAL;
+    uint64_t len = 0;
+    for (uint32_t i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
+    if (len > kMaxInline) return -EINVAL;
+  }
+  // RFC 7306 §5.1: the operands and the original value returned are 64 bits: one SGE of 8
+  // octets receives the original value (zero-length SGEs name no memory and are skipped).
+  if (op.extension && op.outbound_read) {
+    uint32_t n = 0;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < wr.num_sge; ++i) {
+      n += wr.sg_list[i].length != 0;
+      total += wr.sg_list[i].length;
+    }
+    if (n != 1 || total != sizeof(uint64_t)) return -EINVAL;
+  }
+  return 0;
+}
+
+int Qp::fill_sq_entry(const SendWr& wr) {
+  const uint32_t tail = sq_tail_.load(std::memory_order_relaxed);  // only posters move it
+  if (tail - sq_head_.load(std::memory_order_acquire) >= sq_.size()) return -ENOMEM;
+  if (const int rc = shape_refusal(wr)) return rc;
+  const TxOp& op = tx_op(wr.opcode);
   SqEntry& e = sq_at(tail);
   e.wr = wr;
   e.st = SqSt::Queued;
@@ -143,10 +174,8 @@ int Qp::fill_sq_entry(const SendWr& wr) {
   e.msn = 0;
   e.imm_out = false;
   if (wr.flags & kSendInline) {
-    if (!tx_op(wr.opcode).inline_ok) return -EINVAL;
-    uint64_t len = 0;
+    uint64_t len = 0;  // at most kMaxInline (shape_refusal)
     for (uint32_t i = 0; i < wr.num_sge; ++i) {
-      if (len + wr.sg_list[i].length > kMaxInline) return -EINVAL;
       if (wr.sg_list[i].length)
         std::memcpy(e.inline_data + len, reinterpret_cast<const void*>(wr.sg_list[i].addr),
                     wr.sg_list[i].length);
@@ -161,10 +190,6 @@ int Qp::fill_sq_entry(const SendWr& wr) {
   }
   // RDMAP §1.1: a message carries at most 2^32 - 1 octets.
   if (e.status == WcStatus::Success && e.sgl.total > UINT32_MAX) e.status = WcStatus::LocLenErr;
-  // RFC 7306 §5.1: the operands and the original value returned are 64 bits.
-  if (op.extension && op.outbound_read && e.status == WcStatus::Success &&
-      (e.sgl.n != 1 || e.sgl.total != sizeof(uint64_t)))
-    return -EINVAL;
   // A Write with Immediate reports its length in 31 bits (wire::ImmediateData).
   if (wr.opcode == WrOpcode::RdmaWriteImm && e.sgl.total >= wire::kImmediateForNextSend)
     e.status = WcStatus::LocLenErr;

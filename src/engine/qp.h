@@ -92,6 +92,11 @@ class Qp final : private SegmentRx {
   // the Qp was flushed meanwhile and may have missed it: call flush_late() under the lock.
   int post_send_concurrent(const SendWr& wr);
   int post_recv_concurrent(const RecvWr& wr);
+  // What post_send would refuse wr with whatever the send queue's room: -EINVAL (too many SGEs,
+  // inline data the operation cannot carry or too much of it, an atomic whose result is not one
+  // 8-octet SGE, a QP closing), -EOPNOTSUPP (an RFC 7306 operation the connection did not
+  // agree to); 0: taken. The answer holds while the state does: a batch checks every WR first.
+  int send_refusal(const SendWr& wr) const;
   void flush_late();
   // Enter full operation with what connection setup negotiated.
   void start(const ConnParams& params);
@@ -232,7 +237,8 @@ class Qp final : private SegmentRx {
   enum class SegSt : uint8_t { Idle, Control, Header, Payload, Complete };
 
   // qp.cpp: queues, completion, errors
-  int fill_sq_entry(const SendWr& wr);  // validates wr into the entry at sq_tail_
+  int fill_sq_entry(const SendWr& wr);        // validates wr into the entry at sq_tail_
+  int shape_refusal(const SendWr& wr) const;  // send_refusal in Idle and Rts
   bool resolve_sgl(const Sge* sges, uint32_t n, uint32_t access, Sgl* out) const;
   void complete_sq();
   void push_cqe(CompletionQueue* cq, const Completion& c);

@@ -52,12 +52,14 @@ class QueuePair {
   // none (-ENOMEM) when the send queue lacks room for them all. Only posters fill the send
   // queue, one at a time under post_mu_, so the room seen first can only grow meanwhile, and
   // close() and attach() take post_mu_ too, so the QP cannot begin to close or start between
-  // two of them. A QP in Error takes them all and flushes them. A WR the engine refuses (its
-  // -errno returned) ends the post; the ones before it stay posted.
+  // two of them. A QP in Error takes them all and flushes them. A WR the engine refuses
+  // (engine::Qp::send_refusal, checked for every WR first) refuses the post whole.
   template <typename F>
   int post_send_all(size_t n, F&& wr) {
     std::lock_guard post(post_mu_);
     if (qp_.state() != engine::QpState::Error && qp_.sq_free() < n) return -ENOMEM;
+    for (size_t i = 0; i < n; ++i)
+      if (const int rc = qp_.send_refusal(wr(i))) return rc;
     for (size_t i = 0; i < n; ++i)
       if (const int rc = post_send_posting(wr(i))) return rc;
     return 0;

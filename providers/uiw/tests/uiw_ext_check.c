@@ -323,7 +323,8 @@ int main(int argc, char** argv) {
 
   // wr_abort and refused batches post nothing: no completion, and b's next receive gets the
   // next good Send. Refusals: an operation iWARP lacks (IB's Atomic Write), more SGEs than uiw
-  // has, a wr_set_* before any WR, more WRs than the send queue holds (all or nothing).
+  // has, a good Send with a malformed atomic, a wr_set_* before any WR, more WRs than the send
+  // queue holds (all or nothing).
   post_recv_upper(&b, 510);
   ibv_wr_start(x);
   x->wr_id = 511;
@@ -341,6 +342,13 @@ int main(int argc, char** argv) {
   ibv_wr_send(x);
   ibv_wr_set_sge_list(x, 17, many);
   refused_batch(ibv_wr_complete(x), EINVAL, "17 SGEs");
+  ibv_wr_start(x);  // refused whole: the Send before the atomic whose result SGE is not 8 octets
+  x->wr_id = 513;
+  ibv_wr_send(x);
+  ibv_wr_set_sge(x, a.mr->lkey, (uintptr_t)a.buf, 64);
+  ibv_wr_atomic_fetch_add(x, b.mr->rkey, (uintptr_t)b.buf, 1);
+  ibv_wr_set_sge(x, a.mr->lkey, (uintptr_t)a.buf, 4);
+  refused_batch(ibv_wr_complete(x), EINVAL, "Send + atomic with a 4-octet result SGE");
   ibv_wr_start(x);
   ibv_wr_set_sge(x, a.mr->lkey, (uintptr_t)a.buf, 64);
   ibv_wr_send(x);
@@ -366,7 +374,7 @@ int main(int argc, char** argv) {
     die("wr_set_inline_data_list: received \"%.20s\"", (const char*)b.buf + LEN / 2);
   guards_intact(&a, "wr_* refusals");
   guards_intact(&b, "wr_* refusals");
-  ok("ibv_wr_*: wr_abort and refused batches (EOPNOTSUPP, EINVAL x2, ENOMEM) post nothing; "
+  ok("ibv_wr_*: wr_abort and refused batches (EOPNOTSUPP, EINVAL x3, ENOMEM) post nothing; "
      "inline data list sent whole");
   close_end(&a);
   close_end(&b);

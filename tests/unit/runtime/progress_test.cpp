@@ -421,6 +421,45 @@ TEST(QueuePairTest, ABatchPostDoesNotWaitForAPassThatHoldsTheQp) {
   EXPECT_EQ(qp.engine_unlocked().sq_free(), free_now);
 }
 
+// A batch with one WR the engine refuses (an RFC 7306 atomic on a connection that did not agree
+// to the extensions, a Read with inline data) is refused whole: the WRs before it are not posted.
+TEST(QueuePairTest, ABatchWithARefusedWrPostsNothing) {
+  engine::test::Side side(1);
+  std::vector<uint8_t> src(4096, 0x5a);
+  const memory::Stag lk = side.reg_mr(src, memory::kLocalWrite);
+  auto s = std::make_unique<GatedStream>(std::vector<uint8_t>{});
+  GatedStream* stream = s.get();
+  stream->gate = true;
+  QueuePair qp(config_of(side, 1));
+  engine::ConnParams params;
+  params.initiator = true;  // rdmap_ext stays off: no RFC 7306 operation
+  ASSERT_EQ(qp.attach(std::move(s), params, nullptr), 0);
+  engine::SendWr send;
+  send.num_sge = 1;
+  send.sg_list[0] = engine::test::sge_of(src, lk);
+  engine::SendWr atomic = send;
+  atomic.opcode = engine::WrOpcode::AtomicFetchAdd;
+  atomic.sg_list[0].length = 8;
+  engine::SendWr inline_read = send;
+  inline_read.opcode = engine::WrOpcode::RdmaRead;
+  inline_read.flags = engine::kSendInline;
+  inline_read.sg_list[0].length = 8;
+  const size_t room = qp.engine_unlocked().sq_free();
+  for (const auto& [refused, want] : {std::pair{atomic, -EOPNOTSUPP}, {inline_read, -EINVAL}}) {
+    std::vector<engine::SendWr> batch{send, send, refused, send};
+    EXPECT_EQ(
+        qp.post_send_all(batch.size(), [&](size_t i) -> const engine::SendWr& { return batch[i]; }),
+        want);
+    EXPECT_EQ(qp.engine_unlocked().sq_free(), room) << "WRs of a refused batch were posted";
+  }
+  qp.drive(true);
+  EXPECT_EQ(stream->writes, 0) << "a refused batch sent something";
+  std::vector<engine::SendWr> good{send, send};
+  EXPECT_EQ(
+      qp.post_send_all(good.size(), [&](size_t i) -> const engine::SendWr& { return good[i]; }), 0);
+  EXPECT_EQ(qp.engine_unlocked().sq_free() + 2, room);
+}
+
 // A TCP stream that counts its reads (from whichever thread makes them).
 class CountedTcpStream final : public transport::ByteStream {
  public:
