@@ -111,7 +111,7 @@ int Qp::post_send(const SendWr& wr) {
     return 0;
   }
   if (st == QpState::Closing) return -EINVAL;  // RFC 5041 §6.2.1: no new transfers
-  if (const int rc = fill_sq_entry(wr)) return rc;
+  if (const int rc = fill_sq_entry(wr, st)) return rc;
   sq_tail_.fetch_add(1);
   return 0;
 }
@@ -120,7 +120,7 @@ int Qp::post_send_concurrent(const SendWr& wr) {
   if (wr.num_sge > kMaxSge) return -EINVAL;
   const QpState st = state_;
   if (st != QpState::Idle && st != QpState::Rts) return -EAGAIN;
-  if (const int rc = fill_sq_entry(wr)) return rc;
+  if (const int rc = fill_sq_entry(wr, st)) return rc;
   sq_tail_.fetch_add(1);  // publishes the entry (seq_cst, before the state is read again)
   const QpState now = state_;
   return now == QpState::Error || now == QpState::Terminate ? -ECANCELED : 0;
@@ -131,15 +131,16 @@ int Qp::send_refusal(const SendWr& wr) const {
   const QpState st = state_;
   if (st == QpState::Error || st == QpState::Terminate) return 0;  // taken and flushed
   if (st == QpState::Closing) return -EINVAL;
-  return shape_refusal(wr);
+  return shape_refusal(wr, st);
 }
 
-int Qp::shape_refusal(const SendWr& wr) const {
+int Qp::shape_refusal(const SendWr& wr, QpState st) const {
   const TxOp& op = tx_op(wr.opcode);
   // RFC 7306 §1.1: a peer that did not agree to the extensions must never see their opcodes.
   // Once connected (state_ is stored after params_) that is known: refused here; a WR posted
-  // before fails when its turn to be sent comes.
-  if (op.extension && state_ != QpState::Idle && !params_.rdmap_ext) return -EOPNOTSUPP;
+  // before fails when its turn to be sent comes. st is the state the poster saw, not a later
+  // one: an abort meanwhile flushes the WR (it is not refused).
+  if (op.extension && st != QpState::Idle && !params_.rdmap_ext) return -EOPNOTSUPP;
   if (wr.flags & kSendInline) {
     if (!op.inline_ok) return -EINVAL;
     uint64_t len = 0;
@@ -160,10 +161,10 @@ int Qp::shape_refusal(const SendWr& wr) const {
   return 0;
 }
 
-int Qp::fill_sq_entry(const SendWr& wr) {
+int Qp::fill_sq_entry(const SendWr& wr, QpState st) {
   const uint32_t tail = sq_tail_.load(std::memory_order_relaxed);  // only posters move it
   if (tail - sq_head_.load(std::memory_order_acquire) >= sq_.size()) return -ENOMEM;
-  if (const int rc = shape_refusal(wr)) return rc;
+  if (const int rc = shape_refusal(wr, st)) return rc;
   const TxOp& op = tx_op(wr.opcode);
   SqEntry& e = sq_at(tail);
   e.wr = wr;

@@ -237,8 +237,9 @@ class Qp final : private SegmentRx {
   enum class SegSt : uint8_t { Idle, Control, Header, Payload, Complete };
 
   // qp.cpp: queues, completion, errors
-  int fill_sq_entry(const SendWr& wr);        // validates wr into the entry at sq_tail_
-  int shape_refusal(const SendWr& wr) const;  // send_refusal in Idle and Rts
+  // Validates wr into the entry at sq_tail_; st: the state the poster saw (Idle or Rts).
+  int fill_sq_entry(const SendWr& wr, QpState st);
+  int shape_refusal(const SendWr& wr, QpState st) const;  // send_refusal in Idle and Rts
   bool resolve_sgl(const Sge* sges, uint32_t n, uint32_t access, Sgl* out) const;
   void complete_sq();
   void push_cqe(CompletionQueue* cq, const Completion& c);
