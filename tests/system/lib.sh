@@ -193,9 +193,11 @@ run_fg() {
   timeout -k 5 "$((secs + 30))" "$@" <&0 >"$name.log" 2>&1 &
   tpid=$!
   if ! ends_within "$tpid" "$secs"; then
-    show_hung "$(pgrep -P "$tpid" | head -n 1)" "$name"
+    show_hung_child "$tpid" "$name"
     kill -TERM "$tpid" 2>/dev/null || true
-    wait "$tpid" || true
+    rc=0
+    wait "$tpid" || rc=$?
+    echo "$name: timeout(1) ended with status $rc after SIGTERM" >&2
     rc=124
   else
     wait "$tpid" || rc=$?
@@ -358,6 +360,24 @@ show_hung() {
   done
   ss -tanpei 2>/dev/null | grep -F "pid=$1," | sed 's/^/  tcp| /' >&2 || true
   ss -Sanpei 2>/dev/null | grep -F "pid=$1," | sed 's/^/  sctp| /' >&2 || true
+  rdma res show qp 2>/dev/null | sed 's/^/  qp| /' >&2 || true
+}
+
+# show_hung_child TPID NAME: show_hung for the command that timeout(1) (TPID) runs. With no
+# child left, it says what state TPID itself is in (a zombie: the command ended and this shell
+# has not reaped timeout yet) and lists every thread of TPID's process group (timeout puts its
+# command in a group of its own).
+show_hung_child() {
+  local child
+  child=$(pgrep -P "$1" | head -n 1) || true # none: pgrep says 1
+  if [ -n "$child" ]; then
+    show_hung "$child" "$2"
+    return 0
+  fi
+  echo "$2: timeout(1) (pid $1) has no child; its state: $(sed -n 's/^State:[[:space:]]*//p' \
+    "/proc/$1/status" 2>/dev/null)" >&2
+  ps -eLo pid,tid,ppid,pgid,stat,etimes,wchan:32,comm 2>/dev/null |
+    awk -v g="$1" 'NR == 1 || $4 == g' | sed 's/^/  ps| /' >&2 || true
   rdma res show qp 2>/dev/null | sed 's/^/  qp| /' >&2 || true
 }
 
