@@ -545,12 +545,19 @@ void uiw_cep_enter_rdma_mode(struct uiw_cep *cep)
 	uiw_conn_addr(&remote, info->remote_addr, &info->remote_port);
 
 	spin_lock_bh(&qp->lock);
-	qp->state = IB_QPS_RTS;
-	qp->ird = p->ird;
-	qp->ord = p->ord;
-	qp->conn_known = true;
-	qp->conn_flags = info->flags;
-	qp->mpa_rev = p->rev;
+	/*
+	 * A modify to ERR that came during connection setup stands: its close of the connection
+	 * follows (uiw_cm_qp_close waits for cep->lock). RESET is not such a modify: iw_connect
+	 * and iw_accept take a QP in RESET (uiw_cep_attach_qp).
+	 */
+	if (qp->state != IB_QPS_ERR) {
+		qp->state = IB_QPS_RTS;
+		qp->ird = p->ird;
+		qp->ord = p->ord;
+		qp->conn_known = true;
+		qp->conn_flags = info->flags;
+		qp->mpa_rev = p->rev;
+	}
 	spin_unlock_bh(&qp->lock);
 	cep->state = UIW_CEP_RDMA_MODE;
 }

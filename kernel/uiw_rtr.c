@@ -542,7 +542,7 @@ static void uiw_rtr_retry_work(struct work_struct *work)
 {
 	struct uiw_qp *qp =
 		container_of(to_delayed_work(work), struct uiw_qp, rtr.retry);
-	bool go, busy;
+	bool go, busy, late;
 	int rv;
 
 	spin_lock_bh(&qp->lock);
@@ -550,15 +550,19 @@ static void uiw_rtr_retry_work(struct work_struct *work)
 	     !qp->rtr.err &&
 	     (qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS);
 	busy = !!qp->cep;
+	late = !time_before(jiffies, qp->rtr.deadline);
 	spin_unlock_bh(&qp->lock);
-	if (go && busy) {
+	if (go && busy && !late) {
 		/* The failed attempt's endpoint is still letting go of the QP. */
 		if (!queue_delayed_work(uiw_wq, &qp->rtr.retry,
 					msecs_to_jiffies(UIW_RTR_BACKOFF_MIN_MS)))
 			uiw_qp_put(qp);
 		return;
 	}
-	if (go) {
+	if (go && busy) {
+		/* rtr_timeout bounds this wait too. */
+		uiw_rtr_fail(qp, -ETIMEDOUT);
+	} else if (go) {
 		rv = uiw_rtr_connect(qp);
 		if (rv)
 			uiw_rtr_fail(qp, rv);
@@ -591,17 +595,29 @@ static void uiw_rtr_retry(struct uiw_qp *qp)
 
 int uiw_rtr_start(struct uiw_qp *qp, enum ib_qp_state prev)
 {
+	bool restore, stranded;
 	int rv;
 
 	if (qp->rtr.role != UIW_RTR_ROLE_INITIATOR)
 		return 0;
 	rv = uiw_rtr_connect(qp);
 	if (rv) {
-		/* Nothing went out: the RTR modify fails as a whole. */
+		/*
+		 * Nothing went out: the RTR modify fails as a whole. Another modify since
+		 * stands: ERR and RESET; a QP already moved on to RTS cannot connect and fails.
+		 */
 		spin_lock_bh(&qp->lock);
-		qp->state = prev;
-		qp->rtr.role = UIW_RTR_ROLE_NONE;
+		restore = qp->state == IB_QPS_RTR &&
+			  qp->rtr.role == UIW_RTR_ROLE_INITIATOR;
+		if (restore) {
+			qp->state = prev;
+			qp->rtr.role = UIW_RTR_ROLE_NONE;
+		}
+		stranded = !restore && qp->rtr.role == UIW_RTR_ROLE_INITIATOR &&
+			   qp->state != IB_QPS_ERR && qp->state != IB_QPS_RESET;
 		spin_unlock_bh(&qp->lock);
+		if (stranded)
+			uiw_rtr_fail(qp, rv);
 	}
 	return rv;
 }
