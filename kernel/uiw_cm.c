@@ -698,12 +698,13 @@ static void uiw_cep_state(struct uiw_cep *cep)
 static void uiw_cep_work(struct work_struct *work)
 {
 	struct uiw_cep *cep = container_of(work, struct uiw_cep, work);
+	bool more = false;
 	unsigned long ev;
 
 	mutex_lock(&cep->lock);
-	while ((ev = xchg(&cep->events, 0))) {
+	while (!more && (ev = xchg(&cep->events, 0))) {
 		if (ev & BIT(UIW_CEP_EV_ACCEPT))
-			uiw_cm_listen_accept(cep);
+			more = uiw_cm_listen_accept(cep);
 		if ((ev & BIT(UIW_CEP_EV_READ)) && cep->accept_unacked)
 			uiw_cep_accept_ack(cep);
 		else if (ev & BIT(UIW_CEP_EV_READ))
@@ -712,6 +713,9 @@ static void uiw_cep_work(struct work_struct *work)
 			uiw_cep_state(cep);
 	}
 	mutex_unlock(&cep->lock);
+	/* Its next turn comes after the work queued meanwhile (uiw_cm_listen_accept). */
+	if (more)
+		uiw_cep_post(cep, UIW_CEP_EV_ACCEPT);
 	uiw_cep_put(cep);
 }
 

@@ -140,6 +140,7 @@ int uiw_iw_destroy_listen(struct iw_cm_id *id);
 #define UIW_ACCEPT_TIMEOUT (30 * HZ)	/* passive: iw_accept/iw_reject after CONNECT_REQUEST */
 #define UIW_CLOSE_TIMEOUT (10 * HZ)	/* graceful close: the peer's FIN after ours */
 #define UIW_ACCEPT_ACK_TIMEOUT (10 * HZ) /* SCTP passive: the peer's SACK of our Accept */
+#define UIW_ACCEPT_BATCH 16	/* connections a listener takes per turn on uiw_cm_wq */
 
 /* uiw_cm.c: endpoint core shared by the active and passive sides. */
 void uiw_cep_get(struct uiw_cep *cep);
@@ -176,7 +177,7 @@ void uiw_cep_conn_closed(struct uiw_cep *cep);
 void uiw_cep_conn_abort(struct uiw_cep *cep);
 
 /* uiw_cm_conn.c: event handlers called with cep->lock held. */
-void uiw_cm_listen_accept(struct uiw_cep *lcep);
+bool uiw_cm_listen_accept(struct uiw_cep *lcep);
 void uiw_cm_read(struct uiw_cep *cep);
 void uiw_cm_send_request(struct uiw_cep *cep);
 void uiw_cm_child_drop(struct uiw_cep *cep);

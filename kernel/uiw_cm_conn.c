@@ -191,15 +191,24 @@ static bool uiw_cm_expire_oldest_child(struct uiw_cep *lcep)
 	return expired;
 }
 
-void uiw_cm_listen_accept(struct uiw_cep *lcep)
+/*
+ * Takes at most UIW_ACCEPT_BATCH connections, true if it stopped there (more may wait): the
+ * caller queues the listener again, behind the work already queued. uiw_cm_wq is ordered
+ * and serves every endpoint of every device, so a peer that connects as fast as it can must
+ * not hold it: the MPA exchanges, timers and closes of other connections run in between.
+ */
+bool uiw_cm_listen_accept(struct uiw_cep *lcep)
 {
 	struct uiw_dev *udev = lcep->udev;
+	unsigned int taken = 0;
 
 	while (lcep->state == UIW_CEP_LISTENING) {
 		struct uiw_cep *cep = NULL;
 		struct socket *s;
 		bool full;
 
+		if (taken++ == UIW_ACCEPT_BATCH)
+			return true;
 		if (kernel_accept(lcep->sock, &s, O_NONBLOCK))
 			break;
 		/* Connect-on-RTR: only another host's uiw.ko may ask (uiw_rtr.c). */
@@ -235,6 +244,7 @@ void uiw_cm_listen_accept(struct uiw_cep *lcep)
 		uiw_cep_post(cep, UIW_CEP_EV_READ);
 		mutex_unlock(&cep->lock);
 	}
+	return false;
 }
 
 static int uiw_cm_upcall_request(struct uiw_cep *cep, const void *pd, u8 pd_len)
