@@ -364,9 +364,9 @@ show_hung() {
 }
 
 # show_hung_child TPID NAME: show_hung for the command that timeout(1) (TPID) runs. With no
-# child left, it says what state TPID itself is in (a zombie: the command ended and this shell
-# has not reaped timeout yet) and lists every thread of TPID's process group (timeout puts its
-# command in a group of its own).
+# child left, show_hung of timeout itself (a zombie: the command ended and this shell has not
+# reaped timeout yet) and every thread of TPID's process group (timeout puts its command in a
+# group of its own).
 show_hung_child() {
   local child
   child=$(pgrep -P "$1" | head -n 1) || true # none: pgrep says 1
@@ -374,11 +374,9 @@ show_hung_child() {
     show_hung "$child" "$2"
     return 0
   fi
-  echo "$2: timeout(1) (pid $1) has no child; its state: $(sed -n 's/^State:[[:space:]]*//p' \
-    "/proc/$1/status" 2>/dev/null)" >&2
+  show_hung "$1" "$2's timeout(1), which has no child left,"
   ps -eLo pid,tid,ppid,pgid,stat,etimes,wchan:32,comm 2>/dev/null |
     awk -v g="$1" 'NR == 1 || $4 == g' | sed 's/^/  ps| /' >&2 || true
-  rdma res show qp 2>/dev/null | sed 's/^/  qp| /' >&2 || true
 }
 
 # show_running_bg: prints the log so far of every background job still running: when a client
