@@ -266,7 +266,7 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
   // Within the walk: RESET and destroy detach a QP from its CQs (which waits for the walks that
   // may reach it) before replacing its rt.
   auto each_qp = [&](auto&& f) { cq->qps.for_each([&](Qp& qp) { f(*qp.rt); }); };
-  return static_cast<int>(runtime::poll_driving(take, each_qp));
+  return static_cast<int>(runtime::poll_driving(*cq->cq, take, each_qp));
 }
 
 // uiw.ko fires one completion event per arm it has seen (it cannot read the ring, and an

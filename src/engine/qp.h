@@ -116,6 +116,12 @@ class Qp final : private SegmentRx {
   bool awaits_inbound() const {
     return sq_reads_.load(std::memory_order_relaxed) > 0 || (cfg_.rq && cfg_.rq->size() > 0);
   }
+  // The same for the completions that go to `cq`: a Read's (or atomic's) into the send CQ, a
+  // receive's into the receive CQ (one CQ may be both).
+  bool awaits_inbound_into(const CompletionQueue& cq) const {
+    return (&cq == cfg_.send_cq && sq_reads_.load(std::memory_order_relaxed) > 0) ||
+           (&cq == cfg_.recv_cq && cfg_.rq && cfg_.rq->size() > 0);
+  }
   // The QP's CQs hold completions the application has not polled yet (from any thread; for a
   // CQ shared with other QPs, theirs count too).
   bool completions_queued() const {

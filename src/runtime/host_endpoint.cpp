@@ -98,7 +98,8 @@ int HostEndpoint::post_recv(const engine::RecvWr& wr) {
 
 // The provider's ibv_poll_cq rule (runtime::poll_driving), over this endpoint's one QP.
 size_t HostEndpoint::poll(engine::CompletionQueue& cq, std::span<engine::Completion> out) {
-  return poll_driving([&] { return cq.poll(out); }, [&](auto&& f) { f(*qp_); });
+  return poll_driving(
+      cq, [&] { return cq.poll(out); }, [&](auto&& f) { f(*qp_); });
 }
 
 void HostEndpoint::wait_io(int timeout_ms) {

@@ -82,12 +82,17 @@ std::optional<QueuePair::PassResult> QueuePair::run_pass(bool muted, bool wait) 
   return PassResult{moved, conn_->cut_short(), !conn_->rx_closed(), conn_->eof_held()};
 }
 
-bool QueuePair::drive(bool posted) {
+bool QueuePair::drive(bool posted, const engine::CompletionQueue* polled) {
   if (link() != Link::Up) return false;
+  // A poll of a CQ that no byte from the peer can complete into (a send CQ without a Read in
+  // flight: a Send or Write completes once the socket took it) only sends what is left, and
+  // does not count as a poller waiting for the peer: a read there costs a system call between
+  // the application's receive and its next post, and finds nothing the application waits for.
+  const bool for_inbound = !polled || qp_.awaits_inbound_into(*polled);
   bool tx_only = false;
   if (!posted) {
-    polled_at_ns_.store(steady_ns(), std::memory_order_relaxed);
-    tx_only = progress_ && !muted();
+    if (for_inbound) polled_at_ns_.store(steady_ns(), std::memory_order_relaxed);
+    tx_only = !for_inbound || (progress_ && !muted());
   } else if (progress_) {
     progress_->note_app_cpu();
   }
@@ -101,8 +106,13 @@ bool QueuePair::drive(bool posted) {
   // A QP Progress reads for: the poller only sends what is left to send (it has the CPU now,
   // Progress would first need a wakeup), and with nothing left makes no system call. Unless a
   // pass holds the peer's FIN until the CQs are empty (Connection::kEofHoldNs): an empty poll
-  // is the moment they may be, and this poller the one that waits for the flushes.
-  if (tx_only && !conn_->eof_held()) return !qp_.tx_idle() && conn_->transmit(&reader_waiting_);
+  // is the moment they may be, and this poller the one that waits for the flushes. Without a
+  // Progress thread the poller reads as well while the socket refuses what is left: the peer
+  // may be waiting for this side's reads before it reads on.
+  if (tx_only && !conn_->eof_held()) {
+    const bool moved = !qp_.tx_idle() && conn_->transmit(&reader_waiting_);
+    if (progress_ || qp_.tx_idle()) return moved;
+  }
   // The socket refused the last write: the write that refused raised SOCK_NOSPACE, so the
   // kernel will report the space (EPOLLOUT) and Progress sends then; a write now can only say
   // EAGAIN again.

@@ -92,8 +92,11 @@ class QueuePair {
   // a Progress thread reads only once Progress muted the QP for it: until then that thread
   // reads for it, and the poller only sends what the QP has left to send (a Write or Send
   // completes when the socket took it, so a poller waiting for those has nothing to read; an
-  // empty poll of a QP with nothing to send makes no system call). True if bytes moved here.
-  bool drive(bool posted);
+  // empty poll of a QP with nothing to send makes no system call). polled: the CQ an empty
+  // poll looked at (nullptr: any of the QP's); a poll of a CQ that awaits nothing from the
+  // peer (engine::Qp::awaits_inbound_into) only sends, Progress or not, and marks nothing.
+  // True if bytes moved here.
+  bool drive(bool posted, const engine::CompletionQueue* polled = nullptr);
   // A poller's drive(false) marks the time (steady clock, ns). Progress mutes a QP polled
   // within its grace that awaits a completion only the peer's bytes bring (engine::Qp::
   // awaits_inbound: the poller waits for it and reads those bytes). unpoll(): the poller is
@@ -117,6 +120,9 @@ class QueuePair {
   // The Progress an empty poll lends its time to (Progress::lend), once attached.
   Progress* lender_target() const { return link() == Link::Up ? progress_ : nullptr; }
   bool awaits_inbound() const { return qp_.awaits_inbound(); }
+  bool awaits_inbound_into(const engine::CompletionQueue& cq) const {
+    return qp_.awaits_inbound_into(cq);
+  }
 
   void close();  // graceful: finish the queued sends, then FIN (the next passes do it)
   void abort();  // flush every WR; the stream is reset. Leaves Progress first.
@@ -152,28 +158,28 @@ class QueuePair {
   std::atomic<bool> reader_waiting_{false};
 };
 
-// An application's poll of a CQ, as ibv_poll_cq runs it over the QueuePairs that complete
-// into it. take() takes what the CQ holds (at most what the caller asked for) and returns how
-// many; each_qp(f) calls f(QueuePair&) for every QP of the CQ (under whatever keeps that set
-// stable). Found nothing: one pass over the QPs in this thread (drive(false): it marks them
-// polled, so Progress leaves their reading to this poller while they await a completion the
-// peer's bytes bring, and reads those Progress left to it), and a second look if bytes moved.
-// If a QP of the CQ awaits such a completion, the poller will poll until the peer's bytes come:
-// it also does Progress's work for the other QPs of the context meanwhile (Progress::lend). A
-// poller that reaps only its Send and Write completions lends nothing: it may stop at any
-// moment and spin on memory. Found something: each QP that awaits nothing more goes back to
-// Progress (handback), and once no QP of the CQ awaits a completion from the peer the lease
-// ends (Progress::unlend). One rule for the provider and the host endpoint.
+// An application's poll of cq, as ibv_poll_cq runs it over the QueuePairs that complete into
+// it. take() takes what the CQ holds (at most what the caller asked for) and returns how many;
+// each_qp(f) calls f(QueuePair&) for every QP of the CQ (under whatever keeps that set stable).
+// Found nothing: one pass over the QPs in this thread (drive(false, &cq): it marks those that
+// await a completion into cq from the peer's bytes polled, so Progress leaves their reading to
+// this poller, and reads those Progress left to it; the others only send), and a second look
+// if bytes moved. If a QP of the CQ awaits such a completion, the poller will poll until the
+// peer's bytes come: it also does Progress's work for the other QPs of the context meanwhile
+// (Progress::lend). A poller that reaps only its Send and Write completions reads and lends
+// nothing: it may stop at any moment and spin on memory. Found something: each QP that awaits
+// nothing more goes back to Progress (handback), and once no QP of the CQ awaits a completion from
+// the peer the lease ends (Progress::unlend). One rule for the provider and the host endpoint.
 template <typename Take, typename EachQp>
-size_t poll_driving(Take&& take, EachQp&& each_qp) {
+size_t poll_driving(const engine::CompletionQueue& cq, Take&& take, EachQp&& each_qp) {
   size_t n = take();
   Progress* progress = nullptr;  // the context's: it outlives every QP of the CQ
   bool awaits = false;           // a QP of the CQ awaits a completion only the peer brings
   if (n == 0) {
     bool moved = false;
     each_qp([&](QueuePair& q) {
-      moved |= q.drive(false);
-      awaits |= q.awaits_inbound();
+      moved |= q.drive(false, &cq);
+      awaits |= q.awaits_inbound_into(cq);
       if (!progress) progress = q.lender_target();
     });
     // After the walk: a lender's pass may complete into this CQ, or end a QP of it.

@@ -294,6 +294,7 @@ class GatedStream final : public transport::ByteStream {
       writing = true;
       while (!gate) std::this_thread::sleep_for(100us);
     }
+    if (full) return {transport::IoStatus::WouldBlock, 0, 0};
     size_t total = 0;
     for (int i = 0; i < n; ++i) total += iov[i].iov_len;
     ++writes;
@@ -304,6 +305,7 @@ class GatedStream final : public transport::ByteStream {
   void abort() override {}
   uint32_t emss() const override { return 1460; }
   std::atomic<bool> gate{false}, writing{false}, inbound{false};
+  std::atomic<bool> full{false};  // every write says EAGAIN
   std::atomic<int> reads{0}, writes{0}, writes_before_read{-1};
   std::thread::id reader;
 
@@ -458,6 +460,62 @@ TEST(QueuePairTest, ABatchWithARefusedWrPostsNothing) {
   EXPECT_EQ(
       qp.post_send_all(good.size(), [&](size_t i) -> const engine::SendWr& { return good[i]; }), 0);
   EXPECT_EQ(qp.engine_unlocked().sq_free() + 2, room);
+}
+
+// An empty poll of a send CQ that no byte from the peer can complete into (no Read in flight;
+// a Send completes once the socket took it) reads nothing: in a ping-pong that read was a system
+// call between the client's receive and its next post. The receive CQ's poll reads while a
+// receive is posted, the send CQ's while a Read awaits its response, and without a Progress
+// thread also while the socket refuses what is left (the peer may wait for this side's reads).
+TEST(QueuePairTest, AnEmptySendCqPollReadsOnlyForWhatThePeerBrings) {
+  engine::test::Side side(1);
+  std::vector<uint8_t> buf(64);
+  const memory::Stag lk = side.reg_mr(buf, memory::kLocalWrite);
+  auto s = std::make_unique<GatedStream>(std::vector<uint8_t>{});
+  GatedStream* stream = s.get();
+  stream->gate = true;
+  QueuePair qp(config_of(side, 1));
+  engine::ConnParams params;
+  params.initiator = true;
+  params.ord = params.ird = 1;
+  ASSERT_EQ(qp.attach(std::move(s), params, nullptr), 0);
+  engine::RecvWr recv;
+  recv.num_sge = 1;
+  recv.sg_list[0] = engine::test::sge_of(buf, lk);
+  ASSERT_EQ(qp.post_recv(recv), 0);
+  std::vector<engine::Completion> out(4);
+  auto poll = [&](engine::CompletionQueue& cq) {
+    return poll_driving(
+        cq, [&] { return cq.poll(out); }, [&](auto&& f) { f(qp); });
+  };
+  EXPECT_EQ(poll(side.scq), 0u);
+  EXPECT_EQ(stream->reads, 0) << "a send CQ poll with nothing to come from the peer read";
+  EXPECT_EQ(poll(side.rcq), 0u);
+  EXPECT_EQ(stream->reads, 1) << "a receive CQ poll with a receive posted did not read";
+
+  engine::SendWr send;
+  send.num_sge = 1;
+  send.sg_list[0] = engine::test::sge_of(buf, lk, 0, 8);
+  stream->full = true;
+  ASSERT_EQ(qp.post_send(send), 0);
+  qp.drive(true);
+  EXPECT_EQ(poll(side.scq), 0u);
+  EXPECT_EQ(stream->reads, 2) << "with the socket full and no Progress thread, nothing read";
+  stream->full = false;
+  EXPECT_EQ(poll(side.scq), 0u);
+  EXPECT_TRUE(qp.engine_unlocked().tx_idle());
+  const int reads = stream->reads;
+  EXPECT_EQ(poll(side.scq), 0u);
+  EXPECT_EQ(stream->reads, reads) << "the Send went out, yet the send CQ's poll read";
+
+  engine::SendWr read = send;
+  read.opcode = engine::WrOpcode::RdmaRead;
+  read.remote_stag = 0x100;
+  read.remote_addr = 0;
+  ASSERT_EQ(qp.post_send(read), 0);
+  qp.drive(true);
+  EXPECT_EQ(poll(side.scq), 0u);
+  EXPECT_EQ(stream->reads, reads + 1) << "a Read awaits its response, yet the poll read nothing";
 }
 
 // A TCP stream that counts its reads (from whichever thread makes them).
@@ -899,6 +957,7 @@ struct BusyPoller {
   size_t poll() {
     std::vector<engine::Completion> out(16);
     return poll_driving(
+        side.rcq,
         [&] {
           const size_t n = side.scq.poll(out);
           return n + side.rcq.poll(std::span(out).subspan(n));
@@ -1131,7 +1190,8 @@ TEST(ProgressTest, APeersLastMessageCompletesBeforeTheFlushOfItsClose) {
     std::vector<engine::Completion> out;
     auto poll_two = [&] {
       out.assign(2, {});
-      out.resize(poll_driving([&] { return b.side.rcq.poll(out); }, [&](auto&& f) { f(b.qp); }));
+      out.resize(poll_driving(
+          b.side.rcq, [&] { return b.side.rcq.poll(out); }, [&](auto&& f) { f(b.qp); }));
     };
     poll_two();
     ASSERT_EQ(out.size(), 1u);
