@@ -20,8 +20,10 @@
 // (QueuePair::muted): its socket's readability no longer wakes this thread, its write edges and
 // kicks get transmit-only passes; the peer's FIN or reset is the poller's to read too, after
 // the bytes before it. Until this thread muted it, a poll does not read it (this thread does),
-// and a poll for Send and Write completions (complete once the socket took them) never does:
-// it only sends what its QP has left to send, so with nothing left it makes no system call.
+// and a poll of a CQ no byte from the peer completes into (engine::Qp::awaits_inbound_into: a
+// send CQ without a Read in flight; Sends and Writes complete once the socket took them) never
+// does: it only sends what its QP has left to send, so with nothing left it makes no system
+// call, and it does not count as polling the QP.
 // This thread checks every grace period and unmutes the QP once nobody polled it for that long
 // or it awaits nothing more; at once on unpoll, or a poll that took its last awaited
 // completion (QueuePair::handback). A
