@@ -116,11 +116,20 @@ class Qp final : private SegmentRx {
   bool awaits_inbound() const {
     return sq_reads_.load(std::memory_order_relaxed) > 0 || (cfg_.rq && cfg_.rq->size() > 0);
   }
-  // The same for the completions that go to `cq`: a Read's (or atomic's) into the send CQ, a
-  // receive's into the receive CQ (one CQ may be both).
+  // Whether a completion into `cq` may still wait for the peer's bytes (one CQ may be both):
+  // into the send CQ while any WR is in the send queue (a Read awaits its response; a WR may
+  // wait for the peer's first FPDU, RFC 6581 §5, or for room the peer makes by reading), into
+  // the receive CQ while a receive is posted (from any thread). A receive a partly arrived
+  // Send has taken from the queue awaits the rest too: rx_message_open_into(), under the lock.
   bool awaits_inbound_into(const CompletionQueue& cq) const {
-    return (&cq == cfg_.send_cq && sq_reads_.load(std::memory_order_relaxed) > 0) ||
+    return (&cq == cfg_.send_cq &&
+            sq_tail_.load(std::memory_order_relaxed) != sq_head_.load(std::memory_order_relaxed)) ||
            (&cq == cfg_.recv_cq && cfg_.rq && cfg_.rq->size() > 0);
+  }
+  // A Send (or Send with Immediate) has begun to arrive into a receive WR it took from the
+  // queue, whose completion goes to `cq`, and its last segment has not (owner's lock).
+  bool rx_message_open_into(const CompletionQueue& cq) const {
+    return &cq == cfg_.recv_cq && rx_send_active_;
   }
   // The QP's CQs hold completions the application has not polled yet (from any thread; for a
   // CQ shared with other QPs, theirs count too).

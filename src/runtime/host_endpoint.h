@@ -21,7 +21,9 @@ class HostEndpoint {
  public:
   // progress_thread: a runtime::Progress thread drives the connection; otherwise the caller
   // does alone (progress()). Either way poll_* moves bytes inline when it finds nothing, as
-  // ibv_poll_cq does.
+  // ibv_poll_cq does (runtime::poll_driving): it reads only while a completion into that CQ may
+  // wait for the peer's bytes, so without a Progress thread a caller that places the peer's
+  // Writes or answers its Reads while polling for nothing else calls progress().
   HostEndpoint(uint32_t qpn, bool progress_thread, uint32_t sq_depth = 1024,
                uint32_t cq_depth = 8192);
   // Driven by a Progress thread shared with other endpoints, as a provider context drives all

@@ -84,11 +84,11 @@ std::optional<QueuePair::PassResult> QueuePair::run_pass(bool muted, bool wait) 
 
 bool QueuePair::drive(bool posted, const engine::CompletionQueue* polled) {
   if (link() != Link::Up) return false;
-  // A poll of a CQ that no byte from the peer can complete into (a send CQ without a Read in
-  // flight: a Send or Write completes once the socket took it) only sends what is left, and
+  // A poll of a CQ that no byte from the peer can complete into (a send CQ whose WRs all
+  // completed: a Send or Write completes once the socket took it) only sends what is left, and
   // does not count as a poller waiting for the peer: a read there costs a system call between
   // the application's receive and its next post, and finds nothing the application waits for.
-  const bool for_inbound = !polled || qp_.awaits_inbound_into(*polled);
+  bool for_inbound = !polled || qp_.awaits_inbound_into(*polled);
   bool tx_only = false;
   if (!posted) {
     if (for_inbound) polled_at_ns_.store(steady_ns(), std::memory_order_relaxed);
@@ -103,6 +103,13 @@ bool QueuePair::drive(bool posted, const engine::CompletionQueue* polled) {
     return false;
   }
   if (!conn_) return false;
+  // A Send whose first segments arrived holds a receive no longer in the queue: its poller
+  // waits for the rest.
+  if (!for_inbound && qp_.rx_message_open_into(*polled)) {
+    for_inbound = true;
+    polled_at_ns_.store(steady_ns(), std::memory_order_relaxed);
+    tx_only = progress_ && !muted();
+  }
   // A QP Progress reads for: the poller only sends what is left to send (it has the CPU now,
   // Progress would first need a wakeup), and with nothing left makes no system call. Unless a
   // pass holds the peer's FIN until the CQs are empty (Connection::kEofHoldNs): an empty poll

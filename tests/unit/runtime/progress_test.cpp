@@ -216,12 +216,18 @@ TEST(ProgressTest, DataAndFinInOneEdgeAreBothRead) {
   close(lfd);
 }
 
-// Counts the calls; reads find nothing, writes take all.
-class CountingStream final : public transport::ByteStream {
+// Reads hand out the queued chunks, one per read (none queued: EAGAIN); writes take all. Both
+// are counted.
+class ChunkStream final : public transport::ByteStream {
  public:
-  transport::IoResult readv(const iovec*, int) override {
+  transport::IoResult readv(const iovec* iov, int n) override {
     ++reads;
-    return {transport::IoStatus::WouldBlock, 0, 0};
+    if (chunks.empty() || n < 1 || iov[0].iov_len < chunks.front().size())
+      return {transport::IoStatus::WouldBlock, 0, 0};
+    const std::vector<uint8_t> c = std::move(chunks.front());
+    chunks.erase(chunks.begin());
+    std::copy(c.begin(), c.end(), static_cast<uint8_t*>(iov[0].iov_base));
+    return {transport::IoStatus::Ok, c.size(), 0};
   }
   transport::IoResult writev(const iovec* iov, int n) override {
     size_t total = 0;
@@ -233,6 +239,7 @@ class CountingStream final : public transport::ByteStream {
   void shutdown_write() override {}
   void abort() override {}
   uint32_t emss() const override { return 1460; }
+  std::vector<std::vector<uint8_t>> chunks;
   int reads = 0, writes = 0;
 };
 
@@ -243,8 +250,8 @@ TEST(QueuePairTest, APostIsSentWithOneWriteAndNoRead) {
   std::vector<uint8_t> src(8, 0x5a);
   const memory::Stag k = side.reg_mr(src, 0);
   QueuePair qp(config_of(side, 1));
-  auto s = std::make_unique<CountingStream>();
-  CountingStream* stream = s.get();
+  auto s = std::make_unique<ChunkStream>();
+  ChunkStream* stream = s.get();
   engine::ConnParams params;
   params.initiator = true;
   ASSERT_EQ(qp.attach(std::move(s), params, nullptr), 0);
@@ -516,6 +523,80 @@ TEST(QueuePairTest, AnEmptySendCqPollReadsOnlyForWhatThePeerBrings) {
   qp.drive(true);
   EXPECT_EQ(poll(side.scq), 0u);
   EXPECT_EQ(stream->reads, reads + 1) << "a Read awaits its response, yet the poll read nothing";
+}
+
+// One Send segment (CRC off) of `len` payload octets at message offset mo.
+std::vector<uint8_t> send_fpdu(uint32_t msn, uint32_t mo, size_t len, bool last) {
+  wire::SegmentHeader h;
+  h.last = last;
+  h.rdmap_control = wire::rdmap_control(wire::Opcode::Send);
+  h.msn = msn;
+  h.mo = mo;
+  std::vector<uint8_t> ulpdu(wire::segment_header_size(false) + len, 0x42);
+  wire::encode_segment_header(ulpdu.data(), h);
+  std::vector<uint8_t> f(wire::fpdu_size(ulpdu.size()));
+  wire::encode_fpdu(f, 0, ulpdu, false, false);
+  return f;
+}
+
+// A QP (CRC off, no Progress thread) over a ChunkStream that holds `chunks`, one receive posted.
+struct ChunkQp {
+  explicit ChunkQp(bool initiator, std::vector<std::vector<uint8_t>> chunks = {}) {
+    auto s = std::make_unique<ChunkStream>();
+    stream = s.get();
+    stream->chunks = std::move(chunks);
+    engine::ConnParams params;
+    params.initiator = initiator;
+    params.crc = false;  // as send_fpdu encodes it
+    EXPECT_EQ(qp.attach(std::move(s), params, nullptr), 0);
+    engine::RecvWr recv;
+    recv.num_sge = 1;
+    recv.sg_list[0] = engine::test::sge_of(buf, lk);
+    EXPECT_EQ(qp.post_recv(recv), 0);
+  }
+  size_t poll(engine::CompletionQueue& cq) {
+    out.assign(4, {});
+    return poll_driving(
+        cq, [&] { return cq.poll(out); }, [&](auto&& f) { f(qp); });
+  }
+  engine::test::Side side{1};
+  std::vector<uint8_t> buf = std::vector<uint8_t>(64);
+  memory::Stag lk = side.reg_mr(buf, memory::kLocalWrite);
+  ChunkStream* stream = nullptr;  // Owned by qp's Connection.
+  QueuePair qp{config_of(side, 1)};
+  std::vector<engine::Completion> out;
+};
+
+// The receive a Send's first segment took from the queue still awaits its last: with no other
+// receive posted, the receive CQ's empty polls go on reading until the Send is complete.
+TEST(QueuePairTest, APartlyArrivedSendKeepsItsPollerReading) {
+  ChunkQp t(true, {send_fpdu(1, 0, 16, false)});
+  EXPECT_EQ(t.poll(t.side.rcq), 0u);
+  ASSERT_TRUE(t.stream->chunks.empty()) << "the first segment was not read";
+  t.stream->chunks.push_back(send_fpdu(1, 16, 8, true));
+  ASSERT_EQ(t.poll(t.side.rcq), 1u) << "the Send's last segment was not read";
+  EXPECT_EQ(t.out[0].status, engine::WcStatus::Success);
+  EXPECT_EQ(t.out[0].byte_len, 24u);
+}
+
+// An MPA Responder sends nothing before it has read the Initiator's first FPDU (RFC 5044
+// §7.1.2): a Send it posted first waits in the send queue, and the poll of the send CQ reads
+// that FPDU, so the Send goes out and completes.
+TEST(QueuePairTest, AResponderHeldSendIsSentByItsSendCqPoll) {
+  ChunkQp t(false);
+  engine::SendWr send;
+  send.num_sge = 1;
+  send.flags = engine::kSendSignaled;
+  send.sg_list[0] = engine::test::sge_of(t.buf, t.lk, 0, 8);
+  ASSERT_EQ(t.qp.post_send(send), 0);
+  t.qp.drive(true);
+  ASSERT_EQ(t.stream->writes, 0) << "the Responder sent before the Initiator's first FPDU";
+  t.stream->chunks.push_back(send_fpdu(1, 0, 8, true));
+  const size_t n = t.poll(t.side.scq);
+  EXPECT_TRUE(t.stream->chunks.empty()) << "the send CQ's poll did not read the first FPDU";
+  EXPECT_GT(t.stream->writes, 0) << "the held Send was not sent";
+  ASSERT_EQ(n, 1u);
+  EXPECT_EQ(t.out[0].status, engine::WcStatus::Success);
 }
 
 // A TCP stream that counts its reads (from whichever thread makes them).
