@@ -88,7 +88,10 @@ bool QueuePair::drive(bool posted, const engine::CompletionQueue* polled) {
   // completed: a Send or Write completes once the socket took it) only sends what is left, and
   // does not count as a poller waiting for the peer: a read there costs a system call between
   // the application's receive and its next post, and finds nothing the application waits for.
-  bool for_inbound = !polled || qp_.awaits_inbound_into(*polled);
+  // A closing QP sends its FIN once its queue drained, then awaits the peer's (graceful close,
+  // RFC 5041 §6.2.1).
+  bool for_inbound =
+      !polled || qp_.awaits_inbound_into(*polled) || qp_.state() == engine::QpState::Closing;
   bool tx_only = false;
   if (!posted) {
     if (for_inbound) polled_at_ns_.store(steady_ns(), std::memory_order_relaxed);

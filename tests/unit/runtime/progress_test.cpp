@@ -236,11 +236,11 @@ class ChunkStream final : public transport::ByteStream {
     return {transport::IoStatus::Ok, total, 0};
   }
   int fd() const override { return -1; }
-  void shutdown_write() override {}
+  void shutdown_write() override { ++shutdowns; }
   void abort() override {}
   uint32_t emss() const override { return 1460; }
   std::vector<std::vector<uint8_t>> chunks;
-  int reads = 0, writes = 0;
+  int reads = 0, writes = 0, shutdowns = 0;
 };
 
 // The poster's own pass sends what it posted and nothing else: one write, no read that could
@@ -597,6 +597,15 @@ TEST(QueuePairTest, AResponderHeldSendIsSentByItsSendCqPoll) {
   EXPECT_GT(t.stream->writes, 0) << "the held Send was not sent";
   ASSERT_EQ(n, 1u);
   EXPECT_EQ(t.out[0].status, engine::WcStatus::Success);
+}
+
+// Without a Progress thread, a QP closed with nothing left to send sends its FIN from the next
+// poll, of whichever CQ: nothing else would.
+TEST(QueuePairTest, AClosedQpSendsItsFinFromASendCqPoll) {
+  ChunkQp t(true);
+  t.qp.close();
+  EXPECT_EQ(t.poll(t.side.scq), 0u);
+  EXPECT_EQ(t.stream->shutdowns, 1) << "the FIN was not sent";
 }
 
 // A TCP stream that counts its reads (from whichever thread makes them).
