@@ -230,6 +230,7 @@ class ChunkStream final : public transport::ByteStream {
     return {transport::IoStatus::Ok, c.size(), 0};
   }
   transport::IoResult writev(const iovec* iov, int n) override {
+    if (full) return {transport::IoStatus::WouldBlock, 0, 0};
     size_t total = 0;
     for (int i = 0; i < n; ++i) total += iov[i].iov_len;
     ++writes;
@@ -241,6 +242,7 @@ class ChunkStream final : public transport::ByteStream {
   uint32_t emss() const override { return 1460; }
   std::vector<std::vector<uint8_t>> chunks;
   int reads = 0, writes = 0, shutdowns = 0;
+  bool full = false;  // every write says EAGAIN
 };
 
 // The poster's own pass sends what it posted and nothing else: one write, no read that could
@@ -301,7 +303,6 @@ class GatedStream final : public transport::ByteStream {
       writing = true;
       while (!gate) std::this_thread::sleep_for(100us);
     }
-    if (full) return {transport::IoStatus::WouldBlock, 0, 0};
     size_t total = 0;
     for (int i = 0; i < n; ++i) total += iov[i].iov_len;
     ++writes;
@@ -312,7 +313,6 @@ class GatedStream final : public transport::ByteStream {
   void abort() override {}
   uint32_t emss() const override { return 1460; }
   std::atomic<bool> gate{false}, writing{false}, inbound{false};
-  std::atomic<bool> full{false};  // every write says EAGAIN
   std::atomic<int> reads{0}, writes{0}, writes_before_read{-1};
   std::thread::id reader;
 
@@ -469,62 +469,6 @@ TEST(QueuePairTest, ABatchWithARefusedWrPostsNothing) {
   EXPECT_EQ(qp.engine_unlocked().sq_free() + 2, room);
 }
 
-// An empty poll of a send CQ that no byte from the peer can complete into (no Read in flight;
-// a Send completes once the socket took it) reads nothing: in a ping-pong that read was a system
-// call between the client's receive and its next post. The receive CQ's poll reads while a
-// receive is posted, the send CQ's while a Read awaits its response, and without a Progress
-// thread also while the socket refuses what is left (the peer may wait for this side's reads).
-TEST(QueuePairTest, AnEmptySendCqPollReadsOnlyForWhatThePeerBrings) {
-  engine::test::Side side(1);
-  std::vector<uint8_t> buf(64);
-  const memory::Stag lk = side.reg_mr(buf, memory::kLocalWrite);
-  auto s = std::make_unique<GatedStream>(std::vector<uint8_t>{});
-  GatedStream* stream = s.get();
-  stream->gate = true;
-  QueuePair qp(config_of(side, 1));
-  engine::ConnParams params;
-  params.initiator = true;
-  params.ord = params.ird = 1;
-  ASSERT_EQ(qp.attach(std::move(s), params, nullptr), 0);
-  engine::RecvWr recv;
-  recv.num_sge = 1;
-  recv.sg_list[0] = engine::test::sge_of(buf, lk);
-  ASSERT_EQ(qp.post_recv(recv), 0);
-  std::vector<engine::Completion> out(4);
-  auto poll = [&](engine::CompletionQueue& cq) {
-    return poll_driving(
-        cq, [&] { return cq.poll(out); }, [&](auto&& f) { f(qp); });
-  };
-  EXPECT_EQ(poll(side.scq), 0u);
-  EXPECT_EQ(stream->reads, 0) << "a send CQ poll with nothing to come from the peer read";
-  EXPECT_EQ(poll(side.rcq), 0u);
-  EXPECT_EQ(stream->reads, 1) << "a receive CQ poll with a receive posted did not read";
-
-  engine::SendWr send;
-  send.num_sge = 1;
-  send.sg_list[0] = engine::test::sge_of(buf, lk, 0, 8);
-  stream->full = true;
-  ASSERT_EQ(qp.post_send(send), 0);
-  qp.drive(true);
-  EXPECT_EQ(poll(side.scq), 0u);
-  EXPECT_EQ(stream->reads, 2) << "with the socket full and no Progress thread, nothing read";
-  stream->full = false;
-  EXPECT_EQ(poll(side.scq), 0u);
-  EXPECT_TRUE(qp.engine_unlocked().tx_idle());
-  const int reads = stream->reads;
-  EXPECT_EQ(poll(side.scq), 0u);
-  EXPECT_EQ(stream->reads, reads) << "the Send went out, yet the send CQ's poll read";
-
-  engine::SendWr read = send;
-  read.opcode = engine::WrOpcode::RdmaRead;
-  read.remote_stag = 0x100;
-  read.remote_addr = 0;
-  ASSERT_EQ(qp.post_send(read), 0);
-  qp.drive(true);
-  EXPECT_EQ(poll(side.scq), 0u);
-  EXPECT_EQ(stream->reads, reads + 1) << "a Read awaits its response, yet the poll read nothing";
-}
-
 // One Send segment (CRC off) of `len` payload octets at message offset mo.
 std::vector<uint8_t> send_fpdu(uint32_t msn, uint32_t mo, size_t len, bool last) {
   wire::SegmentHeader h;
@@ -548,6 +492,7 @@ struct ChunkQp {
     engine::ConnParams params;
     params.initiator = initiator;
     params.crc = false;  // as send_fpdu encodes it
+    params.ord = params.ird = 1;
     EXPECT_EQ(qp.attach(std::move(s), params, nullptr), 0);
     engine::RecvWr recv;
     recv.num_sge = 1;
@@ -566,6 +511,43 @@ struct ChunkQp {
   QueuePair qp{config_of(side, 1)};
   std::vector<engine::Completion> out;
 };
+
+// An empty poll of a send CQ that no byte from the peer can complete into (its WRs all
+// completed; a Send completes once the socket took it) reads nothing: in a ping-pong that read
+// was a system call between the client's receive and its next post. The receive CQ's poll reads
+// while a receive is posted, the send CQ's while a Read awaits its response, and without a
+// Progress thread also while the socket refuses what is left (the peer may wait for its reads).
+TEST(QueuePairTest, AnEmptySendCqPollReadsOnlyForWhatThePeerBrings) {
+  ChunkQp t(true);
+  EXPECT_EQ(t.poll(t.side.scq), 0u);
+  EXPECT_EQ(t.stream->reads, 0) << "a send CQ poll with nothing to come from the peer read";
+  EXPECT_EQ(t.poll(t.side.rcq), 0u);
+  EXPECT_EQ(t.stream->reads, 1) << "a receive CQ poll with a receive posted did not read";
+
+  engine::SendWr send;
+  send.num_sge = 1;
+  send.sg_list[0] = engine::test::sge_of(t.buf, t.lk, 0, 8);
+  t.stream->full = true;
+  ASSERT_EQ(t.qp.post_send(send), 0);
+  t.qp.drive(true);
+  EXPECT_EQ(t.poll(t.side.scq), 0u);
+  EXPECT_EQ(t.stream->reads, 2) << "with the socket full and no Progress thread, nothing read";
+  t.stream->full = false;
+  EXPECT_EQ(t.poll(t.side.scq), 0u);
+  EXPECT_TRUE(t.qp.engine_unlocked().tx_idle());
+  const int reads = t.stream->reads;
+  EXPECT_EQ(t.poll(t.side.scq), 0u);
+  EXPECT_EQ(t.stream->reads, reads) << "the Send went out, yet the send CQ's poll read";
+
+  engine::SendWr read = send;
+  read.opcode = engine::WrOpcode::RdmaRead;
+  read.remote_stag = 0x100;
+  read.remote_addr = 0;
+  ASSERT_EQ(t.qp.post_send(read), 0);
+  t.qp.drive(true);
+  EXPECT_EQ(t.poll(t.side.scq), 0u);
+  EXPECT_EQ(t.stream->reads, reads + 1) << "a Read awaits its response, yet the poll read nothing";
+}
 
 // The receive a Send's first segment took from the queue still awaits its last: with no other
 // receive posted, the receive CQ's empty polls go on reading until the Send is complete.
