@@ -1,5 +1,6 @@
 #include "runtime/progress.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -12,7 +13,10 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <optional>
+#include <string>
 #include <system_error>
 
 #include "runtime/queue_pair.h"
@@ -30,6 +34,29 @@ constexpr uint32_t kWatchMuted = EPOLLOUT | EPOLLET | EPOLLRDHUP;
 // to post its next request and poll again (tens of us under TCG), short enough for one that
 // now spins on memory instead.
 constexpr int64_t kLateUnlendIntervals = 5;
+
+// How long may_spin keeps what /proc/loadavg said.
+constexpr int64_t kFitKeepNs = 10'000'000;
+
+// The CPUs a cgroup v2 CPU limit (cpu.max "QUOTA PERIOD" of the process's own cgroup) grants,
+// rounded up; 0 without a limit or where it cannot be read. A limit leaves the affinity as it
+// is, and its throttled threads leave the runnable count (/proc/loadavg) while they wait.
+int cgroup_cpu_quota() {
+  std::ifstream cgroup("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cgroup, line)) {
+    if (!line.starts_with("0::")) continue;
+    std::ifstream max("/sys/fs/cgroup" + line.substr(3) + "/cpu.max");
+    std::string quota;
+    long long period = 0;
+    if (!(max >> quota >> period) || quota == "max" || period <= 0) return 0;
+    char* end;
+    const long long q = std::strtoll(quota.c_str(), &end, 10);
+    if (*end || q <= 0) return 0;
+    return static_cast<int>(std::min<long long>((q + period - 1) / period, CPU_SETSIZE));
+  }
+  return 0;
+}
 
 std::chrono::microseconds env_us(const char* name, std::chrono::microseconds fallback) {
   const char* v = std::getenv(name);
@@ -53,7 +80,8 @@ ProgressKnobs ProgressKnobs::from_env() {
   return {env_us("UIW_POLLER_GRACE_US", defaults.poller_grace),
           env_us("UIW_PROGRESS_SPIN_US", defaults.spin),
           env_us("UIW_POLLER_LEND_US", defaults.lend),
-          env_flag("UIW_PROGRESS_FOLLOW", defaults.follow)};
+          env_flag("UIW_PROGRESS_FOLLOW", defaults.follow),
+          env_flag("UIW_PROGRESS_SPIN_ANY_LOAD", defaults.spin_any_load)};
 }
 
 Progress::Progress(const ProgressKnobs& knobs)
@@ -62,6 +90,7 @@ Progress::Progress(const ProgressKnobs& knobs)
       lease_timer_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)),
       grace_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(knobs.poller_grace).count()),
       spin_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(knobs.spin).count()),
+      spin_any_load_(knobs.spin_any_load),
       lend_ns_(grace_ns_ > 0
                    ? std::chrono::duration_cast<std::chrono::nanoseconds>(knobs.lend).count()
                    : 0),
@@ -77,6 +106,7 @@ Progress::Progress(const ProgressKnobs& knobs)
     if (epfd_ >= 0) close(epfd_);
     throw std::system_error(err, std::generic_category(), "uiw progress");
   }
+  if (spin_ns_ > 0 && !spin_any_load_) loadavg_fd_ = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
   thread_ = std::thread([this] { run(); });
   // Named for top -H, perf and the tests that watch it (15 characters at most).
   pthread_setname_np(thread_.native_handle(), "uiw-progress");
@@ -86,6 +116,7 @@ Progress::~Progress() {
   stop_ = true;
   ring();
   thread_.join();
+  if (loadavg_fd_ >= 0) close(loadavg_fd_);
   close(lease_timer_);
   close(doorbell_);
   close(epfd_);
@@ -317,12 +348,58 @@ void Progress::ring() {
   [[maybe_unused]] ssize_t n = write(doorbell_, &one, sizeof one);
 }
 
+bool runnable_fit(std::string_view loadavg, int cpus) {
+  // "0.52 0.58 0.59 3/467 12345": the fourth field counts the runnable threads now.
+  size_t at = 0;
+  for (int field = 0; field < 3; ++field) {
+    at = loadavg.find(' ', at);
+    if (at == std::string_view::npos) return false;
+    ++at;
+  }
+  long runnable = 0;
+  size_t digits = 0;
+  for (; at < loadavg.size() && loadavg[at] >= '0' && loadavg[at] <= '9'; ++at, ++digits) {
+    if (runnable > 1'000'000) return false;
+    runnable = runnable * 10 + (loadavg[at] - '0');
+  }
+  if (digits == 0 || at == loadavg.size() || loadavg[at] != '/') return false;
+  return runnable <= cpus;
+}
+
+bool Progress::may_spin(int64_t now) {
+  // Bound to the CPU its application last ran on (follow): a spin there keeps that
+  // application, which may wait on memory for the bytes this thread places, off its CPU.
+  if (on_cpu_ >= 0) return false;
+  if (spin_any_load_) return true;
+  if (loadavg_fd_ < 0 || cpus_ <= 0) return false;
+  // A ping-pong asks after every message: the answer is kept for a while, so that a thread
+  // that does not spin sleeps again without a system call more (a preempted application
+  // waits for this thread to leave its CPU).
+  if (now - fit_at_ns_ < kFitKeepNs) return fit_;
+  fit_at_ns_ = now;
+  // pread at offset 0 makes the seq_file print the counts afresh.
+  char text[128];
+  const ssize_t n = pread(loadavg_fd_, text, sizeof text, 0);
+  fit_ = n > 0 && runnable_fit({text, static_cast<size_t>(n)}, cpus_);
+  return fit_;
+}
+
 void Progress::run() {
   following_ = follow_ && pthread_getaffinity_np(pthread_self(), sizeof home_, &home_) == 0;
+  {
+    cpu_set_t mine;
+    cpus_ = sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : 0;
+    const int quota = cgroup_cpu_quota();
+    if (quota > 0) cpus_ = std::min(cpus_, quota);
+  }
   epoll_event evs[64];
   std::unique_lock lock(mu_);
   const int grace_ms = static_cast<int>((grace_ns_ + 999'999) / 1'000'000);
-  int64_t spin_until = INT64_MIN;  // steady_ns() after the last pass that moved bytes, + spin
+  int64_t spin_until = INT64_MIN;  // the end of the current spin
+  int64_t moved_at = INT64_MIN;    // steady_ns() at the end of the last pass that moved bytes
+  // The last gaps from the end of one such pass to the wakeup of the next (INT64_MAX: none yet)
+  int64_t gaps[4] = {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
+  size_t gap_at = 0;
   bool unparked = false;
   while (!stop_) {
     // A poller does the work (lend()): no epoll_wait here, which would wake for its events.
@@ -344,6 +421,7 @@ void Progress::run() {
     lock.unlock();
     if (timeout != 0) follow_app();
     const int n = epoll_wait(epfd_, evs, 64, timeout);
+    const int64_t woke = spin_ns_ > 0 ? steady_ns() : 0;
     lock.lock();
     sleeping_ = false;
     unbounded_ = false;
@@ -351,7 +429,23 @@ void Progress::run() {
     dispatching_ = true;
     const bool moved = dispatch_locked(lock, evs, n, false);
     dispatching_ = false;
-    if (moved && spin_ns_ > 0) spin_until = steady_ns() + spin_ns_;
+    if (moved && spin_ns_ > 0) {
+      // The next message is expected within the longest of the last gaps after this pass:
+      // the thread looks for twice that, and not at all when messages come further apart
+      // than the spin (an idle connection costs no CPU).
+      const int64_t now = steady_ns();
+      if (moved_at != INT64_MIN) gaps[gap_at++ % std::size(gaps)] = woke - moved_at;
+      moved_at = now;
+      const int64_t gap = *std::max_element(std::begin(gaps), std::end(gaps));
+      const int64_t look = gap <= spin_ns_ ? std::min(spin_ns_, 2 * gap) : 0;
+      spin_until = INT64_MIN;
+      if (look > 0) {
+        lock.unlock();  // may_spin may read a file: not while kick() or a lender waits
+        const bool fit = may_spin(now);
+        lock.lock();
+        if (fit) spin_until = now + look;
+      }
+    }
   }
 }
 

@@ -56,6 +56,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -67,11 +68,21 @@ namespace uiw::runtime {
 class QueuePair;
 
 // The thread's knobs. poller_grace: how long a poll keeps the polled QP muted (see above);
-// zero never mutes. spin: how long the thread keeps looking (epoll_wait without a timeout)
-// after its last pass that moved bytes before it sleeps; a message that arrives meanwhile is
-// read without a wakeup (a context switch, and on a busy machine the wait for a CPU). Zero by
-// default: the thread then costs no CPU beyond the work, and an application that wants the
-// lowest latency busy-polls its CQ, which reads its QPs itself.
+// zero never mutes. spin: the longest the thread keeps looking (epoll_wait without a
+// timeout) after a pass that moved bytes before it sleeps; a message that arrives meanwhile
+// is read without a wakeup (a context switch, and on a busy machine the wait for a CPU). It
+// looks for twice the longest of the last four gaps between such passes, and not at all when
+// one of them was longer than spin: an idle or sparse connection costs no CPU beyond its
+// passes, and a ping-pong served by this thread alone (an application asleep on completion
+// events, or one that only answers Read Requests: perftest's ib_read_lat server) is read by a
+// thread that is already running. A steady stream (every pass moves bytes, EPOLLOUT edges
+// included) keeps the thread looking for the whole transfer. Zero never spins. A spin starts
+// only while every runnable thread of the machine has a CPU of this thread's affinity, or of
+// its cgroup's CPU limit if that is lower (/proc/loadavg's running count, runnable_fit; read
+// at most once per 10 ms, so a spin may start up to 10 ms after the CPUs filled), unless
+// spin_any_load; and never while the thread follows its application onto one CPU: where
+// threads already wait for a CPU, a spinning thread keeps one of them (its own application,
+// spinning on memory for the very bytes this thread would place) off the CPU it spins on.
 //
 // lend: how often at most a busy poller looks for the context's readiness (an epoll_wait
 // each time); an empty poll in between makes no system call for it. An event waits for the
@@ -88,13 +99,19 @@ class QueuePair;
 // anywhere again.
 struct ProgressKnobs {
   std::chrono::microseconds poller_grace{1000};
-  std::chrono::microseconds spin{0};
+  std::chrono::microseconds spin{1000};
   std::chrono::microseconds lend{20};
   bool follow = false;
+  bool spin_any_load = false;
   // The defaults, or UIW_POLLER_GRACE_US / UIW_PROGRESS_SPIN_US / UIW_POLLER_LEND_US where set
-  // (0 to 1000000; another value keeps the default), UIW_PROGRESS_FOLLOW (0 or 1).
+  // (0 to 1000000; another value keeps the default), UIW_PROGRESS_FOLLOW and
+  // UIW_PROGRESS_SPIN_ANY_LOAD (0 or 1).
   static ProgressKnobs from_env();
 };
+
+// /proc/loadavg's fourth field "R/T": true if R (the runnable threads, the reader included)
+// is at most `cpus`; false if the text does not parse.
+bool runnable_fit(std::string_view loadavg, int cpus);
 
 // Thread safety: add/remove/kick may be called from any thread. The mutex is never held
 // across a pass, so neither a posting thread nor remove() waits for other QPs' traffic.
@@ -142,6 +159,8 @@ class Progress {
   bool lent_recently(int64_t now) const;
   // Before it sleeps: onto the application's CPU while that runs, else back home (follow).
   void follow_app();
+  // Whether a spin may start now (spin_any_load, or runnable_fit of /proc/loadavg).
+  bool may_spin(int64_t now);
   void queue_locked(uint64_t id);  // requires mu_
   void wake_locked();              // requires mu_: rings the doorbell if the thread sleeps
   void ring();                     // the doorbell: epoll_wait returns
@@ -189,6 +208,11 @@ class Progress {
   int64_t held_at_ns_ = 0;
   const int64_t grace_ns_;
   const int64_t spin_ns_;
+  const bool spin_any_load_;
+  int loadavg_fd_ = -1;  // /proc/loadavg, kept open for pread; -1: never spin on a guess
+  int cpus_ = 0;         // the thread's: the CPUs of its affinity when it started
+  int64_t fit_at_ns_ = INT64_MIN / 2;  // the thread's: when may_spin last read loadavg_fd_
+  bool fit_ = false;                   // the thread's: what it read then
   const int64_t lend_ns_;
   // follow: the CPU an application thread last posted or polled on, and when (0: it sleeps).
   const bool follow_;

@@ -905,26 +905,101 @@ long progress_thread_sleeps() {
   return total;
 }
 
-// With a spin, the thread keeps looking after a pass that moved bytes: Writes that arrive
-// within it are placed by a thread that never slept. Without one it sleeps between them.
+// Sends Writes numbered v up to `until` (exclusive), `pace` apart, each placed before the next
+// goes; false if one was not placed within 2 s.
+bool paced_writes(PolledQp& t, uint8_t& v, uint8_t until, std::chrono::microseconds pace) {
+  for (; v < until; ++v) {
+    std::this_thread::sleep_for(pace);
+    t.send_write(v);
+    if (!becomes(t.first, v, 2000ms)) return false;
+  }
+  return true;
+}
+
+// With a spin, the thread keeps looking after a pass that moved bytes, for twice the longest of
+// the last four gaps between such passes: Writes that arrive at a steady pace are placed by a
+// thread that does not sleep once it has seen four gaps. Without one it sleeps between them.
 TEST(ProgressTest, WithinTheSpinTheThreadPlacesWithoutSleeping) {
   for (const auto spin : {0ms, 5000ms}) {
     SCOPED_TRACE(spin.count());
-    PolledQp t(false, ProgressKnobs{PolledQp::kGrace, spin});
-    t.send_write(1);
-    ASSERT_TRUE(becomes(t.first, 1, 2000ms));
+    // Whatever else the machine runs meanwhile (spin_any_load): the next test covers the rule.
+    PolledQp t(false, ProgressKnobs{PolledQp::kGrace, spin, 20us, false, true});
+    uint8_t v = 1;
+    ASSERT_TRUE(paced_writes(t, v, 7, 50us));  // four gaps and more
     const long before = progress_thread_sleeps();
-    for (uint8_t v = 2; v < 12; ++v) {
-      std::this_thread::sleep_for(50us);
-      t.send_write(v);
-      ASSERT_TRUE(becomes(t.first, v, 2000ms));
-    }
+    ASSERT_TRUE(paced_writes(t, v, 26, 50us));
     const long sleeps = progress_thread_sleeps() - before;
     if (spin == 0ms)
-      EXPECT_GE(sleeps, 5) << "the thread should sleep between Writes 5 ms apart";
+      EXPECT_GE(sleeps, 10) << "the thread should sleep between Writes 50 us apart";
     else
-      EXPECT_LE(sleeps, 1) << "the thread slept within its spin";
+      EXPECT_LE(sleeps, 3) << "the thread slept within its spin";
   }
+}
+
+// The CPU time of the process's "uiw-progress" threads so far (schedstat's first field); -1 ns
+// if no such thread's could be read.
+std::chrono::nanoseconds progress_thread_cpu() {
+  long long total = -1;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (!std::getline(comm, name) || name != "uiw-progress") continue;
+    std::ifstream stat(task.path() / "schedstat");
+    long long ns = 0;
+    if (stat >> ns) total = std::max(total, 0LL) + ns;
+  }
+  return std::chrono::nanoseconds(total);
+}
+
+// Messages further apart than the spin: the thread does not look for them (an idle or sparse
+// connection costs no CPU beyond its passes).
+TEST(ProgressTest, TheThreadDoesNotSpinForMessagesFurtherApartThanTheSpin) {
+  PolledQp t(false, ProgressKnobs{PolledQp::kGrace, 3ms, 20us, false, true});
+  uint8_t v = 1;
+  ASSERT_TRUE(paced_writes(t, v, 7, 10ms));
+  const auto before = progress_thread_cpu();
+  ASSERT_GE(before.count(), 0) << "no schedstat of the progress thread";
+  ASSERT_TRUE(paced_writes(t, v, 17, 10ms));
+  const auto used = progress_thread_cpu() - before;
+  EXPECT_LT(used, 10ms) << "the thread spun for Writes 10 ms apart: "
+                        << std::chrono::duration_cast<std::chrono::microseconds>(used).count()
+                        << " us of CPU for 10 Writes";
+}
+
+// Where runnable threads already outnumber the CPUs, a spin would keep one of them off the
+// CPU it spins on: the thread sleeps between Writes as if it had no spin.
+TEST(ProgressTest, TheThreadDoesNotSpinWhileThreadsWaitForACpu) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> hogs;
+  for (int i = 0; i <= CPU_COUNT(&mine); ++i)
+    hogs.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  {
+    PolledQp t(false, ProgressKnobs{PolledQp::kGrace, 5000ms});
+    uint8_t v = 1;
+    EXPECT_TRUE(paced_writes(t, v, 7, 50us));
+    const long before = progress_thread_sleeps();
+    EXPECT_TRUE(paced_writes(t, v, 26, 50us));
+    EXPECT_GE(progress_thread_sleeps() - before, 10)
+        << "the thread spun while " << hogs.size() << " threads spun on " << CPU_COUNT(&mine)
+        << " CPUs";
+  }
+  stop = true;
+  for (auto& h : hogs) h.join();
+}
+
+TEST(ProgressTest, RunnableFitReadsTheRunningCountOfLoadavg) {
+  EXPECT_TRUE(runnable_fit("0.52 0.58 0.59 2/467 12345\n", 2));
+  EXPECT_FALSE(runnable_fit("0.52 0.58 0.59 3/467 12345\n", 2));
+  EXPECT_TRUE(runnable_fit("4.00 3.10 2.00 17/900 1\n", 64));
+  EXPECT_FALSE(runnable_fit("0.52 0.58 0.59 /467 1", 2));
+  EXPECT_FALSE(runnable_fit("0.52 0.58 0.59 2", 2));
+  EXPECT_FALSE(runnable_fit("garbage", 2));
+  EXPECT_FALSE(runnable_fit("", 2));
 }
 
 // The CPUs the process's "uiw-progress" thread may run on (one Progress lives at a time here).
@@ -985,6 +1060,34 @@ TEST(ProgressTest, TheThreadSleepsOnTheCpuOfItsPostingApplication) {
     t.p.kick(&t.qp);
     EXPECT_TRUE(progress_thread_cpus_become(all)) << "the thread did not go home";
   }
+}
+
+// A thread that follows its application onto that application's CPU does not spin there: the
+// application may be waiting on memory for the very Write the thread would place.
+TEST(ProgressTest, AThreadThatFollowsItsApplicationDoesNotSpin) {
+  cpu_set_t home;
+  ASSERT_EQ(sched_getaffinity(0, sizeof home, &home), 0);
+  std::vector<int> all;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &home)) all.push_back(c);
+  if (all.size() < 2) GTEST_SKIP() << "one CPU: nothing to follow";
+  PolledQp t(false, ProgressKnobs{PolledQp::kGrace, 5000ms, 20us, true, true});
+  ASSERT_TRUE(progress_thread_cpus_become(all));
+  std::thread app([&] {  // an application thread on the last CPU posts
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(all.back(), &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    t.qp.drive(true);
+  });
+  app.join();
+  t.p.kick(&t.qp);
+  ASSERT_TRUE(progress_thread_cpus_become({all.back()})) << "the thread did not follow";
+  uint8_t v = 1;
+  ASSERT_TRUE(paced_writes(t, v, 7, 50us));
+  const long before = progress_thread_sleeps();
+  ASSERT_TRUE(paced_writes(t, v, 26, 50us));
+  EXPECT_GE(progress_thread_sleeps() - before, 10) << "the thread spun on its application's CPU";
 }
 
 // A second QP of t's Progress thread, over loopback TCP, that the test polls as an application
