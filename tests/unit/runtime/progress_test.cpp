@@ -1029,28 +1029,39 @@ bool progress_thread_cpus_become(const std::vector<int>& want,
   return true;
 }
 
+// The CPUs this process may run on.
+std::vector<int> own_cpus() {
+  cpu_set_t home;
+  std::vector<int> all;
+  if (sched_getaffinity(0, sizeof home, &home) != 0) return all;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &home)) all.push_back(c);
+  return all;
+}
+
+// An application thread on `cpu` posts to t's QP (a post's drive).
+void post_from_cpu(PolledQp& t, int cpu) {
+  std::thread app([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    t.qp.drive(true);
+  });
+  app.join();
+}
+
 // With follow, while the application posts the thread sleeps on the CPU the poster runs on (its
 // wakeup then preempts its own application, not another process); once the application arms
 // its CQ (unpoll) the thread goes back to every CPU it started with. Without, it never moves.
 TEST(ProgressTest, TheThreadSleepsOnTheCpuOfItsPostingApplication) {
-  cpu_set_t home;
-  ASSERT_EQ(sched_getaffinity(0, sizeof home, &home), 0);
-  std::vector<int> all;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &home)) all.push_back(c);
+  const std::vector<int> all = own_cpus();
   if (all.size() < 2) GTEST_SKIP() << "one CPU: nothing to follow";
   for (const bool follow : {false, true}) {
     SCOPED_TRACE(follow);
     PolledQp t(false, ProgressKnobs{PolledQp::kGrace, 0ms, 20us, follow});
     ASSERT_TRUE(progress_thread_cpus_become(all));
-    std::thread app([&] {  // an application thread on the last CPU posts
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(all.back(), &one);
-      ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
-      t.qp.drive(true);  // a post's drive
-    });
-    app.join();
+    post_from_cpu(t, all.back());
     t.p.kick(&t.qp);  // a pass, after which the thread sleeps again
     if (follow)
       EXPECT_TRUE(progress_thread_cpus_become({all.back()})) << "the thread did not follow";
@@ -1065,22 +1076,11 @@ TEST(ProgressTest, TheThreadSleepsOnTheCpuOfItsPostingApplication) {
 // A thread that follows its application onto that application's CPU does not spin there: the
 // application may be waiting on memory for the very Write the thread would place.
 TEST(ProgressTest, AThreadThatFollowsItsApplicationDoesNotSpin) {
-  cpu_set_t home;
-  ASSERT_EQ(sched_getaffinity(0, sizeof home, &home), 0);
-  std::vector<int> all;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &home)) all.push_back(c);
+  const std::vector<int> all = own_cpus();
   if (all.size() < 2) GTEST_SKIP() << "one CPU: nothing to follow";
   PolledQp t(false, ProgressKnobs{PolledQp::kGrace, 5000ms, 20us, true, true});
   ASSERT_TRUE(progress_thread_cpus_become(all));
-  std::thread app([&] {  // an application thread on the last CPU posts
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(all.back(), &one);
-    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
-    t.qp.drive(true);
-  });
-  app.join();
+  post_from_cpu(t, all.back());
   t.p.kick(&t.qp);
   ASSERT_TRUE(progress_thread_cpus_become({all.back()})) << "the thread did not follow";
   uint8_t v = 1;
