@@ -366,7 +366,7 @@ bool runnable_fit(std::string_view loadavg, int cpus) {
   return runnable <= cpus;
 }
 
-bool Progress::may_spin(int64_t now) {
+bool Progress::may_spin(int64_t now, std::unique_lock<std::mutex>& lock) {
   // Bound to the CPU its application last ran on (follow): a spin there keeps that
   // application, which may wait on memory for the bytes this thread places, off its CPU.
   if (on_cpu_ >= 0) return false;
@@ -377,21 +377,21 @@ bool Progress::may_spin(int64_t now) {
   // waits for this thread to leave its CPU).
   if (now - fit_at_ns_ < kFitKeepNs) return fit_;
   fit_at_ns_ = now;
-  // pread at offset 0 makes the seq_file print the counts afresh.
+  // pread at offset 0 makes the seq_file print the counts afresh. Not under mu_: kick() and
+  // a lender would wait for the system call.
   char text[128];
+  lock.unlock();
   const ssize_t n = pread(loadavg_fd_, text, sizeof text, 0);
+  lock.lock();
   fit_ = n > 0 && runnable_fit({text, static_cast<size_t>(n)}, cpus_);
   return fit_;
 }
 
 void Progress::run() {
-  following_ = follow_ && pthread_getaffinity_np(pthread_self(), sizeof home_, &home_) == 0;
-  {
-    cpu_set_t mine;
-    cpus_ = sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : 0;
-    const int quota = cgroup_cpu_quota();
-    if (quota > 0) cpus_ = std::min(cpus_, quota);
-  }
+  const bool homed = pthread_getaffinity_np(pthread_self(), sizeof home_, &home_) == 0;
+  following_ = follow_ && homed;
+  cpus_ = homed ? CPU_COUNT(&home_) : 0;
+  if (const int quota = cgroup_cpu_quota(); quota > 0) cpus_ = std::min(cpus_, quota);
   epoll_event evs[64];
   std::unique_lock lock(mu_);
   const int grace_ms = static_cast<int>((grace_ns_ + 999'999) / 1'000'000);
@@ -438,13 +438,7 @@ void Progress::run() {
       moved_at = now;
       const int64_t gap = *std::max_element(std::begin(gaps), std::end(gaps));
       const int64_t look = gap <= spin_ns_ ? std::min(spin_ns_, 2 * gap) : 0;
-      spin_until = INT64_MIN;
-      if (look > 0) {
-        lock.unlock();  // may_spin may read a file: not while kick() or a lender waits
-        const bool fit = may_spin(now);
-        lock.lock();
-        if (fit) spin_until = now + look;
-      }
+      spin_until = look > 0 && may_spin(now, lock) ? now + look : INT64_MIN;
     }
   }
 }

@@ -159,8 +159,9 @@ class Progress {
   bool lent_recently(int64_t now) const;
   // Before it sleeps: onto the application's CPU while that runs, else back home (follow).
   void follow_app();
-  // Whether a spin may start now (spin_any_load, or runnable_fit of /proc/loadavg).
-  bool may_spin(int64_t now);
+  // Whether a spin may start now (spin_any_load, or runnable_fit of /proc/loadavg). Called
+  // with mu_ held; releases it around a read of the file.
+  bool may_spin(int64_t now, std::unique_lock<std::mutex>& lock);
   void queue_locked(uint64_t id);  // requires mu_
   void wake_locked();              // requires mu_: rings the doorbell if the thread sleeps
   void ring();                     // the doorbell: epoll_wait returns
@@ -219,7 +220,7 @@ class Progress {
   std::atomic<int> app_cpu_{-1};
   std::atomic<int64_t> app_at_ns_{0};
   bool following_ = false;  // the thread's: follow_, and binding works
-  cpu_set_t home_{};        // the thread's: the CPUs it started on
+  cpu_set_t home_{};        // the thread's: the CPUs it started on (cpus_ counts them)
   int on_cpu_ = -1;         // the thread's: the CPU it is bound to, -1 home
   std::thread thread_;
 };
