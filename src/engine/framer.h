@@ -112,6 +112,7 @@ class MpaRx final : public RxFramer {
  private:
   enum class St : uint8_t { Length, Stage, Ulpdu, Trailer };
   void to_length();
+  size_t feed_whole(std::span<const uint8_t> in);
   void process_marker();
   void finish_stage();
 

@@ -99,23 +99,32 @@ INSTANTIATE_TEST_SUITE_P(CrcMarkersChunk, MpaRxModes,
                                           testing::Values(size_t{1}, size_t{7}, size_t{4096})));
 
 // RFC 5044 §4.4: with CRCs nothing of an FPDU reaches DDP before its CRC matched; a bad one is
-// MPA error 2 and nothing after it is delivered.
+// MPA error 2 and nothing after it is delivered. Whole FPDUs in one feed are checked where they
+// lie, split ones once staged: both ways.
 TEST(MpaRxTest, NoOctetOfABadCrcFpduReachesTheSegment) {
-  std::vector<size_t> starts;
-  std::vector<uint8_t> wire_bytes =
-      mpa_stream({pattern(40, 1), pattern(40, 2), pattern(40, 3)}, true, false, &starts);
-  wire_bytes[starts[1] + 10] ^= 0x80;  // inside the second ULPDU
-  RecordingSegments seg;
-  QpStats stats;
-  std::array<uint8_t, 64> discard{};
-  MpaRx rx(seg, stats, discard);
-  rx.start(true, false);
-  EXPECT_EQ(rx.feed(wire_bytes), wire_bytes.size());  // read on, into the drain
-  EXPECT_EQ(seg.begun, 1u);
-  EXPECT_EQ(seg.ended.size(), 1u);
-  ASSERT_TRUE(seg.failed.has_value());
-  EXPECT_EQ(seg.failed->layer, wire::TermLayer::Llp);
-  EXPECT_EQ(seg.failed->code, wire::term::kMpaCrc);
+  for (const size_t chunk : {SIZE_MAX, size_t{7}}) {
+    SCOPED_TRACE(chunk);
+    std::vector<size_t> starts;
+    std::vector<uint8_t> wire_bytes =
+        mpa_stream({pattern(40, 1), pattern(40, 2), pattern(40, 3)}, true, false, &starts);
+    wire_bytes[starts[1] + 10] ^= 0x80;  // inside the second ULPDU
+    RecordingSegments seg;
+    QpStats stats;
+    std::array<uint8_t, 64> discard{};
+    MpaRx rx(seg, stats, discard);
+    rx.start(true, false);
+    for (size_t off = 0; off < wire_bytes.size();) {  // read on, into the drain
+      const size_t n = std::min(chunk, wire_bytes.size() - off);
+      ASSERT_EQ(rx.feed({wire_bytes.data() + off, n}), n);
+      off += n;
+    }
+    EXPECT_EQ(seg.begun, 1u);
+    EXPECT_EQ(seg.ended.size(), 1u);
+    ASSERT_TRUE(seg.failed.has_value());
+    EXPECT_EQ(seg.failed->layer, wire::TermLayer::Llp);
+    EXPECT_EQ(seg.failed->code, wire::term::kMpaCrc);
+    EXPECT_EQ(stats.rx_bytes, wire_bytes.size());
+  }
 }
 
 // RFC 5044 §4.3 / §8 error 3: a Marker that does not point at its FPDU's length field.
