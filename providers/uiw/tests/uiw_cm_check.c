@@ -373,8 +373,10 @@ static void exchange(struct conn *c)
 		CHECK(n >= 0, "ibv_poll_cq");
 		if (!n)
 			continue;
-		CHECK(wc.status == IBV_WC_SUCCESS, "%s: exchange completion %s", c->side,
-		      ibv_wc_status_str(wc.status));
+		CHECK(wc.status == IBV_WC_SUCCESS,
+		      "%s: exchange completion %s (opcode %d, wr_id %lu; sent %d, received %d)",
+		      c->side, ibv_wc_status_str(wc.status), wc.opcode, (unsigned long)wc.wr_id,
+		      sent, got);
 		if (wc.opcode == IBV_WC_SEND) {
 			sent = 1;
 		} else {
