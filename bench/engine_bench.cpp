@@ -46,6 +46,7 @@ namespace {
 double g_seconds = 1.0;
 int g_lat_iters = 20000;
 int g_lat_rounds = 5;
+int g_bw_rounds = 3;
 enum class Mode { Busy, Blocking, Progress };
 const char* const kModeName[] = {"busy", "blocking", "progress"};
 // uiw's mode for the current rows; with Progress a Progress thread moves the bytes.
@@ -362,6 +363,7 @@ Result uiw_send_bw(bool crc, size_t size) {
         wait_one(ep, false);  // ready
         int credits = 2 * kBatch, outstanding = 0;
         uint64_t sent = 0;
+        int64_t idle = 0;
         const auto t0 = Clock::now();
         while (since(t0) < g_seconds) {
           while (credits > 0 && outstanding < 32) {
@@ -370,13 +372,23 @@ Result uiw_send_bw(bool crc, size_t size) {
             ++outstanding;
           }
           Completion c;
+          bool found = false;
           if (ep.poll_send({&c, 1})) {
             --outstanding;
             ++sent;
+            found = true;
           }
           if (ep.poll_recv({&c, 1})) {
             credits += kBatch;
             post_recv(ep, acks.data(), 4, ak);
+            found = true;
+          }
+          // As wait_one: in blocking mode the thread sleeps once a look found nothing.
+          if (found) {
+            idle = 0;
+          } else if (++idle > g_spins && ep.busy_poll()) {
+            ep.wait_io(1);
+            idle = 0;
           }
         }
         while (outstanding) {
@@ -579,18 +591,22 @@ Result tcp_latency() {
   return busy.value < blocking.value ? busy : blocking;
 }
 
-// A latency row: g_lat_rounds pairs, each raw TCP then uiw; the row printed is the pair whose
-// ratio is the median, followed by the lowest and highest ratio of the rounds.
-void lat_row(const char* test, bool crc, Result (*uiw)(bool)) {
+// A row of `rounds` pairs, each raw TCP then uiw: the row printed is the pair whose ratio is
+// the median, followed by the lowest and highest ratio of the rounds. On this kind of machine
+// one point in a few lands in a slow mode (both processes on one CPU: several context switches
+// per operation, three times the CPU) that raw TCP and uiw meet alike, so one pair's ratio can
+// be off by 2x either way.
+void pairs_row(const char* test, const char* size, bool crc, bool bw, int rounds,
+               const std::function<Result()>& tcp, const std::function<Result()>& uiw) {
   struct Pair {
     Result uiw, tcp;
     double ratio;
   };
   std::vector<Pair> pairs;
-  for (int r = 0; r < g_lat_rounds; ++r) {
+  for (int r = 0; r < rounds; ++r) {
     Pair p;
-    p.tcp = tcp_latency();
-    p.uiw = uiw(crc);
+    p.tcp = tcp();
+    p.uiw = uiw();
     p.ratio = p.uiw.value / p.tcp.value;
     pairs.push_back(p);
   }
@@ -600,7 +616,17 @@ void lat_row(const char* test, bool crc, Result (*uiw)(bool)) {
   if (pairs.size() > 1)
     std::snprintf(range, sizeof range, "  [%.2f-%.2fx]", pairs.front().ratio, pairs.back().ratio);
   const Pair& median = pairs[pairs.size() / 2];
-  row(test, "8B", crc, median.uiw, median.tcp, false, range);
+  row(test, size, crc, median.uiw, median.tcp, bw, range);
+}
+
+void lat_row(const char* test, bool crc, Result (*uiw)(bool)) {
+  pairs_row(test, "8B", crc, false, g_lat_rounds, tcp_latency, [&] { return uiw(crc); });
+}
+
+void bw_row(const char* test, const char* size_name, size_t size, bool crc,
+            const std::function<Result()>& uiw) {
+  pairs_row(
+      test, size_name, crc, true, g_bw_rounds, [&] { return tcp_bandwidth(size); }, uiw);
 }
 
 }  // namespace
@@ -609,6 +635,7 @@ int main() {
   if (const char* s = getenv("UIW_BENCH_SECONDS")) g_seconds = atof(s);
   if (const char* s = getenv("UIW_BENCH_LAT_ITERS")) g_lat_iters = atoi(s);
   if (const char* s = getenv("UIW_BENCH_LAT_ROUNDS")) g_lat_rounds = std::max(1, atoi(s));
+  if (const char* s = getenv("UIW_BENCH_BW_ROUNDS")) g_bw_rounds = std::max(1, atoi(s));
   const char* spins = getenv("UIW_BENCH_SPINS");
   const std::string modes =
       getenv("UIW_BENCH_MODES") ? getenv("UIW_BENCH_MODES") : "busy,blocking,progress";
@@ -620,14 +647,15 @@ int main() {
   };
   std::printf(
       "uiw engine benchmark: two processes over loopback TCP, %.1f s per bandwidth point, %d "
-      "ping-pong round trips per latency pair, %d pairs per latency row, %ld CPUs\n",
-      g_seconds, g_lat_iters, g_lat_rounds, sysconf(_SC_NPROCESSORS_ONLN));
+      "pairs per bandwidth row, %d ping-pong round trips per latency pair, %d pairs per latency "
+      "row, %ld CPUs\n",
+      g_seconds, g_bw_rounds, g_lat_iters, g_lat_rounds, sysconf(_SC_NPROCESSORS_ONLN));
   std::printf(
       "mode busy: the polling thread moves the bytes and spins (latency vs TCP busy-poll recv); "
       "blocking: it sleeps in poll() when idle (vs TCP blocking read); progress: a progress "
       "thread moves them, the application spins on its CQ (vs the better TCP)\n"
-      "raw TCP is measured just before each row: stream bandwidth with the same message size, "
-      "latency as above (both variants printed first); a latency row is its median pair "
+      "raw TCP is measured just before each uiw point: stream bandwidth with the same message "
+      "size, latency as above (both variants printed first); a row is its median pair "
       "[lowest-highest ratio of its pairs]\n"
       "cost per operation (one message one way), both processes: system calls, context "
       "switches, CPU us\n");
@@ -652,19 +680,14 @@ int main() {
     for (bool crc : {false, true}) {
       for (const size_t size : {size_t{64} << 10, size_t{1} << 20}) {
         const char* sz = size == (64 << 10) ? "64KiB" : "1MiB";
-        // Baseline first, then uiw (C++ leaves the order of function arguments open).
-        if (wanted("write bw")) {
-          const Result tcp = tcp_bandwidth(size);
-          row("write bw", sz, crc, uiw_one_sided_bw(crc, size, WrOpcode::RdmaWrite), tcp, true);
-        }
-        if (wanted("read bw")) {
-          const Result tcp = tcp_bandwidth(size);
-          row("read bw", sz, crc, uiw_one_sided_bw(crc, size, WrOpcode::RdmaRead), tcp, true);
-        }
-        if (wanted("send bw")) {
-          const Result tcp = tcp_bandwidth(size);
-          row("send bw", sz, crc, uiw_send_bw(crc, size), tcp, true);
-        }
+        if (wanted("write bw"))
+          bw_row("write bw", sz, size, crc,
+                 [&] { return uiw_one_sided_bw(crc, size, WrOpcode::RdmaWrite); });
+        if (wanted("read bw"))
+          bw_row("read bw", sz, size, crc,
+                 [&] { return uiw_one_sided_bw(crc, size, WrOpcode::RdmaRead); });
+        if (wanted("send bw"))
+          bw_row("send bw", sz, size, crc, [&] { return uiw_send_bw(crc, size); });
       }
       if (wanted("send lat")) lat_row("send lat", crc, uiw_send_lat);
       if (wanted("write lat")) lat_row("write lat", crc, uiw_write_lat);
