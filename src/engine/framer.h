@@ -115,6 +115,8 @@ class MpaRx final : public RxFramer {
   size_t feed_whole(std::span<const uint8_t> in);
   void process_marker();
   void finish_stage();
+  // A whole FPDU's ULPDU, to the segment if its CRC matched (or none was checked).
+  void hand_over(std::span<const uint8_t> ulpdu, bool crc_ok);
 
   SegmentRx& seg_;
   QpStats& stats_;

@@ -107,22 +107,14 @@ size_t MpaRx::feed_whole(std::span<const uint8_t> in) {
   const size_t total = covered + wire::kCrcSize;
   if (in.size() < total) return 0;
   last_seg_ = last_app_ = false;
-  fpdu_start_ = pos_;
   pos_ += total;
   stats_.rx_bytes += total;
   stats_.count(UIW_CNT_RX_BYTES, total);
-  if (crc_on_ &&
-      wire::load_le32(in.data() + covered) !=
-          wire::crc32c_final(wire::crc32c_update(wire::kCrc32cInit, in.data(), covered))) {
-    stats_.count(UIW_CNT_CRC_ERRORS);
-    seg_.llp_fail({wire::TermLayer::Llp, term::kLlpMpa, term::kMpaCrc});
-    return total;
-  }
-  seg_.seg_begin(ulpdu_len);
-  seg_copy_in(seg_, in.subspan(wire::kUlpduLengthSize, ulpdu_len));
-  if (!seg_.draining()) seg_.seg_end();
-  to_length();
-  return total;
+  const bool crc_ok = !crc_on_ || wire::load_le32(in.data() + covered) ==
+                                      wire::crc32c_final(wire::crc32c_update(wire::kCrc32cInit,
+                                                                             in.data(), covered));
+  hand_over(in.subspan(wire::kUlpduLengthSize, ulpdu_len), crc_ok);
+  return total;  // at a boundary still: st_, got_, want_ and crc_ are those of to_length()
 }
 
 size_t MpaRx::feed(std::span<const uint8_t> in) {
@@ -216,19 +208,24 @@ void MpaRx::commit(size_t n) {
 
 // RFC 5044 §4.4: "When an FPDU is received, and CRC checking is enabled, the receiver MUST
 // first" check its CRC; a mismatch makes the FPDU invalid (MPA error 2, an LLP Terminate with
-// no copied headers, RFC 5040 Figure 10). Only a valid FPDU then reaches the segment, replayed
-// from the stage.
-void MpaRx::finish_stage() {
-  const size_t len = want_;
-  if (wire::load_le32(stage_.data() + len - wire::kCrcSize) != wire::crc32c_final(crc_)) {
+// no copied headers, RFC 5040 Figure 10). Only a valid FPDU then reaches the segment.
+void MpaRx::hand_over(std::span<const uint8_t> ulpdu, bool crc_ok) {
+  if (!crc_ok) {
     stats_.count(UIW_CNT_CRC_ERRORS);
     seg_.llp_fail({wire::TermLayer::Llp, term::kLlpMpa, term::kMpaCrc});
     return;
   }
-  seg_.seg_begin(ulpdu_len_);
-  seg_copy_in(seg_, {stage_.data(), ulpdu_len_});
+  seg_.seg_begin(static_cast<uint16_t>(ulpdu.size()));
+  seg_copy_in(seg_, ulpdu);
   if (!seg_.draining()) seg_.seg_end();
-  to_length();
+}
+
+// A staged FPDU, once all of it is in: replayed from the stage.
+void MpaRx::finish_stage() {
+  const bool crc_ok =
+      wire::load_le32(stage_.data() + want_ - wire::kCrcSize) == wire::crc32c_final(crc_);
+  hand_over({stage_.data(), ulpdu_len_}, crc_ok);
+  if (crc_ok) to_length();
 }
 
 // RFC 5044 §4.3: every Marker points back to the length field of the FPDU it sits in, or is 0
