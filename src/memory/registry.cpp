@@ -85,14 +85,16 @@ struct alignas(64) Registry::Slot {
   std::atomic<uint64_t> iova{0};
   std::atomic<uint64_t> length{0};
   std::atomic<uint32_t> pins[2]{};  // live Pins per epoch (see Registry::pin)
-  uint8_t last_key = 0;             // guarded by mu_: a re-registration never reuses it
-  // Guarded by mu_ (check() never needs them: an unbound window is simply not valid).
-  bool window = false;
-  MwType mw_type = MwType::Type1;
-  bool bound = false;     // window: bound to the region in slot `parent`
-  uint32_t parent = 0;    // window: slot number of that region
-  uint32_t windows = 0;   // region: windows bound to it
-  bool changing = false;  // region: a reregister() waits for its old Pins
+  // Guarded by mu_ (check() never needs them: an unbound window is simply not valid). Packed
+  // into the line's last 8 bytes: a slot is one cache line, so a Pin's counter never shares a
+  // line with another region's, and the table is 64 bytes per region the device allows.
+  uint32_t parent : 24 = 0;       // window: slot number of the region it is bound to
+  uint32_t last_key : 8 = 0;      // a re-registration never reuses it
+  uint32_t windows : 24 = 0;      // region: windows bound to it (at most every other slot)
+  uint32_t window : 1 = 0;        // the slot is a memory window
+  uint32_t bound : 1 = 0;         // window: bound to the region in slot `parent`
+  uint32_t changing : 1 = 0;      // region: a reregister() waits for its old Pins
+  uint32_t type2_window : 1 = 0;  // window: type 2 (else type 1)
 };
 
 struct Registry::Snapshot {
@@ -102,6 +104,7 @@ struct Registry::Snapshot {
 };
 
 Registry::Registry(uint32_t max_regions) {
+  static_assert(sizeof(Slot) == 64, "a slot is one cache line");
   uint32_t n = round_up_pow2(max_regions == 0 ? 1 : max_regions);
   slots_.reset(new (std::nothrow) Slot[n]);
   if (!slots_) return;  // capacity 0: every registration fails with -ENOMEM
@@ -473,7 +476,7 @@ int Registry::invalidate_local(Stag stag) {
   std::unique_lock<std::mutex> lock(mu_);
   Slot* s = find_locked(stag);
   if (s && s->window) {
-    if (s->mw_type == MwType::Type1) return -EINVAL;
+    if (!s->type2_window) return -EINVAL;
     if (!s->bound) return -ENOENT;
     unbind_window(lock, *s);
     return 0;
@@ -505,7 +508,7 @@ Stag Registry::alloc_mw(uint32_t pd, MwType type, int* err) {
   Slot& s = slots_[stag_index(stag) & slot_mask_];
   write_slot(s, [](Slot& w) { w.flags.store(0, std::memory_order_relaxed); });
   s.window = true;
-  s.mw_type = type;
+  s.type2_window = type == MwType::Type2;
   return stag;
 }
 
@@ -515,7 +518,7 @@ int Registry::register_window_with_stag(Stag stag, uint32_t pd, MwType type) {
   Slot& s = slots_[stag_index(stag) & slot_mask_];
   write_slot(s, [](Slot& w) { w.flags.store(0, std::memory_order_relaxed); });
   s.window = true;
-  s.mw_type = type;
+  s.type2_window = type == MwType::Type2;
   return 0;
 }
 
@@ -524,7 +527,7 @@ int Registry::bind_mw(Stag mw, uint8_t key, Stag mr, uint64_t addr, uint64_t len
   std::unique_lock<std::mutex> lock(mu_);
   Slot* w = find_locked(mw);
   if (!w || !w->window) return -ENOENT;
-  const bool type1 = w->mw_type == MwType::Type1;
+  const bool type1 = !w->type2_window;
   if (w->bound && !type1) return -EINVAL;  // a type 2 window is invalidated before a new bind
   if (access & ~(kRemoteRead | kRemoteWrite | kRemoteAtomic)) return -EINVAL;
   const uint32_t pd = w->pd.load(std::memory_order_relaxed);
