@@ -320,7 +320,8 @@ void qp_drain(Qp* qp, int timeout_ms) noexcept {
   for (;;) {
     rt->progress();
     // Closing ends with want_shutdown once nothing is queued or owed, and Connection then
-    // sends our FIN itself (the kernel's SHUT_WR after it is a no-op).
+    // sends our FIN itself once the peer acknowledged the data (Connection::kFinAckWaitNs; the
+    // kernel's SHUT_WR waits the same way, and after ours is a no-op).
     if (rt->with_engine([](engine::Qp& e) {
           return e.state() == engine::QpState::Error || (e.tx_want_shutdown() && e.tx_idle());
         }))

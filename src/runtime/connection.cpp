@@ -199,12 +199,23 @@ bool Connection::write_out(std::atomic<bool>* reader_waits, size_t read_every) {
     moved = true;
     tx_left_ -= std::min(tx_left_, r.bytes);
   }
-  if (!tx_shut_ && qp_->tx_want_shutdown() && qp_->tx_idle()) {
+  if (!tx_shut_ && qp_->tx_want_shutdown() && qp_->tx_idle() && !hold_fin()) {
     stream_->shutdown_write();
     tx_shut_ = true;
     moved = true;
   }
   return moved;
+}
+
+bool Connection::hold_fin() {
+  if (!stream_->unacknowledged()) return fin_held_ = false;
+  const int64_t now = steady_ns();
+  if (!fin_held_) {
+    fin_held_ = true;
+    fin_held_ns_ = now;
+  }
+  if (now - fin_held_ns_ < kFinAckWaitNs) return true;
+  return fin_held_ = false;
 }
 
 bool Connection::progress() {

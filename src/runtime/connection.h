@@ -60,6 +60,14 @@ class Connection {
   // event. The FIN stays in the socket (a read at end of stream returns 0 again), so waiting
   // costs one read per later pass.
   static constexpr int64_t kEofHoldNs = 1'000'000'000;
+  // Our FIN waits until the peer acknowledged what was written before it, at most this long.
+  // A FIN that reaches a Linux peer while our last segment still sits in its socket's backlog
+  // (the socket busy in a send of the peer's own) is merged into that segment (tcp_add_backlog),
+  // and TCP then reports the FIN before the data. siw's close work takes its QP's state lock
+  // on the FIN, and its data_ready reads the socket only with a trylock of that lock: our last
+  // message would stay unread, the receive it was for flushed. An acknowledged segment has
+  // left the backlog and been read. The wait costs one ioctl per pass meanwhile.
+  static constexpr int64_t kFinAckWaitNs = 500'000'000;
 
   Connection(engine::Qp* qp /* Unowned, must outlive */,
              std::unique_ptr<transport::ByteStream> stream);
@@ -94,6 +102,8 @@ class Connection {
   bool rx_closed() const { return rx_closed_; }
   // The peer's FIN was read and is held back (kEofHoldNs): another pass reads it again.
   bool eof_held() const { return eof_held_; }
+  // Our FIN waits for the peer's acknowledgement (kFinAckWaitNs): another pass looks again.
+  bool fin_held() const { return fin_held_; }
   void abort();  // the Qp flushes, the stream is reset (RST)
 
   int fd() const { return stream_->fd(); }
@@ -107,6 +117,7 @@ class Connection {
   // cut short once the pass's write budget (tx_left_) is spent.
   bool write_out(std::atomic<bool>* reader_waits, size_t read_every);
   bool hold_eof();        // the FIN just read waits for a later pass (kEofHoldNs)
+  bool hold_fin();        // our FIN waits for a later pass (kFinAckWaitNs)
   void pick_read_size();  // after the staging buffer was consumed
 
   engine::Qp* const qp_;  // Unowned.
@@ -117,6 +128,8 @@ class Connection {
   uint64_t mode_bytes_ = 0, mode_fpdus_ = 0;  // the Qp's counters at the last decision
   bool rx_closed_ = false, tx_shut_ = false, blocked_ = false, cut_short_ = false;
   bool eof_held_ = false;
+  bool fin_held_ = false;
+  int64_t fin_held_ns_ = 0;  // steady_ns() when our FIN began to wait
   // What the pass under way may still write: every write of the pass counts, those of the
   // transmits its reads make too. SIZE_MAX outside a pass (a poster's transmit()).
   size_t tx_left_ = SIZE_MAX;

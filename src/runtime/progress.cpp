@@ -500,7 +500,7 @@ bool Progress::dispatch_locked(std::unique_lock<std::mutex>& lock, const epoll_e
     }
     moved |= r->moved;
     if (!r->rx_open) it->second.hup = false;
-    if (r->eof_held && std::find(held_.begin(), held_.end(), id) == held_.end()) {
+    if (r->held && std::find(held_.begin(), held_.end(), id) == held_.end()) {
       if (held_.empty()) held_at_ns_ = steady_ns();
       held_.push_back(id);
     }

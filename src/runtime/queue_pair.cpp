@@ -76,10 +76,12 @@ std::optional<QueuePair::PassResult> QueuePair::run_pass(bool muted, bool wait) 
   // stays this thread's to look at again: the poller may leave without a new edge to come.
   if (muted) {
     const bool moved = conn_->transmit_pass();
-    return PassResult{moved, conn_->tx_cut(), !conn_->rx_closed(), conn_->eof_held()};
+    return PassResult{moved, conn_->tx_cut(), !conn_->rx_closed(),
+                      conn_->eof_held() || conn_->fin_held()};
   }
   const bool moved = conn_->progress();
-  return PassResult{moved, conn_->cut_short(), !conn_->rx_closed(), conn_->eof_held()};
+  return PassResult{moved, conn_->cut_short(), !conn_->rx_closed(),
+                    conn_->eof_held() || conn_->fin_held()};
 }
 
 bool QueuePair::drive(bool posted, const engine::CompletionQueue* polled) {

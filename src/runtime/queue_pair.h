@@ -81,7 +81,9 @@ class QueuePair {
   // the QP.
   struct PassResult {
     bool moved = false, cut_short = false, rx_open = false;
-    bool eof_held = false;  // Connection::eof_held: a later pass must look again
+    // A FIN held back, the peer's (Connection::eof_held) or ours (Connection::fin_held): a
+    // later pass must look again.
+    bool held = false;
   };
   std::optional<PassResult> run_pass(bool muted, bool wait);
   // A pass in this thread unless another thread holds the QP: then that thread's pass moves

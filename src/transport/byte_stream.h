@@ -44,6 +44,9 @@ class ByteStream {
   virtual void shutdown_write() = 0;  // graceful half close (FIN); later writev -> Error EPIPE
   virtual void abort() = 0;           // abortive close (RST: SO_LINGER 0); peer sees ECONNRESET
   virtual uint32_t emss() const = 0;  // effective MSS for MULPDU (RFC 5044 §3: TCP_MAXSEG / MTU)
+  // Part of what was written is not acknowledged by the peer yet (TCP: SIOCOUTQ). false where
+  // the LLP does not tell.
+  virtual bool unacknowledged() const { return false; }
 };
 
 // A connected TCP socket. Takes ownership of fd (closed in the destructor), sets O_NONBLOCK and
@@ -64,9 +67,11 @@ class TcpStream final : public ByteStream {
   void abort() override;
   // getsockopt(TCP_MAXSEG) at call time (it follows PMTU changes); 536 (RFC 879) if unknown.
   uint32_t emss() const override;
+  bool unacknowledged() const override;
 
  private:
   int fd_;
+  bool tcp_ = false;  // a TCP socket (tests also run the class over AF_UNIX socket pairs)
 };
 
 // In-memory pipe pair for tests. Both ends are thread-safe. max_chunk limits each readv/writev to

@@ -1,7 +1,9 @@
 // TcpStream: the ByteStream over a connected kernel TCP socket (RFC 5044 §3: MPA's LLP).
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -49,7 +51,7 @@ TcpStream::TcpStream(int fd) : fd_(fd) {
   // FPDUs are latency-bound messages; the engine already batches FPDUs into one writev, so Nagle
   // would only delay the last segment of every message.
   int one = 1;
-  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  tcp_ = setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0;
 }
 
 TcpStream::~TcpStream() {
@@ -96,6 +98,11 @@ IoResult TcpStream::writev(const struct iovec* iov, int iovcnt) {
 
 void TcpStream::shutdown_write() {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+}
+
+bool TcpStream::unacknowledged() const {
+  int n = 0;  // tcp(7): SIOCOUTQ is the bytes not yet acknowledged, sent or not
+  return tcp_ && fd_ >= 0 && ioctl(fd_, SIOCOUTQ, &n) == 0 && n > 0;
 }
 
 void TcpStream::abort() {

@@ -240,9 +240,12 @@ class ChunkStream final : public transport::ByteStream {
   void shutdown_write() override { ++shutdowns; }
   void abort() override {}
   uint32_t emss() const override { return 1460; }
+  bool unacknowledged() const override { return unacked; }
   std::vector<std::vector<uint8_t>> chunks;
-  int reads = 0, writes = 0, shutdowns = 0;
-  bool full = false;  // every write says EAGAIN
+  int reads = 0, writes = 0;
+  std::atomic<int> shutdowns{0};     // FINs sent (from whichever thread)
+  bool full = false;                 // every write says EAGAIN
+  std::atomic<bool> unacked{false};  // the peer has not acknowledged every byte written
 };
 
 // The poster's own pass sends what it posted and nothing else: one write, no read that could
@@ -587,7 +590,54 @@ TEST(QueuePairTest, AClosedQpSendsItsFinFromASendCqPoll) {
   ChunkQp t(true);
   t.qp.close();
   EXPECT_EQ(t.poll(t.side.scq), 0u);
-  EXPECT_EQ(t.stream->shutdowns, 1) << "the FIN was not sent";
+  EXPECT_EQ(t.stream->shutdowns.load(), 1) << "the FIN was not sent";
+}
+
+// Our FIN goes out once the peer acknowledged what was written before it (Connection::
+// kFinAckWaitNs says why), or once the wait is over.
+TEST(QueuePairTest, AClosedQpHoldsItsFinUntilThePeerAcknowledgedItsData) {
+  ChunkQp t(true);
+  t.stream->unacked = true;
+  t.qp.close();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(t.poll(t.side.scq), 0u);
+  EXPECT_EQ(t.stream->shutdowns.load(), 0) << "the FIN went out before the acknowledgement";
+  t.stream->unacked = false;
+  EXPECT_EQ(t.poll(t.side.scq), 0u);
+  EXPECT_EQ(t.stream->shutdowns.load(), 1) << "the FIN was not sent once acknowledged";
+}
+
+TEST(QueuePairTest, AFinWaitsForTheAcknowledgementOnlySoLong) {
+  ChunkQp t(true);
+  t.stream->unacked = true;
+  t.qp.close();
+  EXPECT_EQ(t.poll(t.side.scq), 0u);
+  EXPECT_EQ(t.stream->shutdowns.load(), 0);
+  std::this_thread::sleep_for(std::chrono::nanoseconds(Connection::kFinAckWaitNs) + 20ms);
+  EXPECT_EQ(t.poll(t.side.scq), 0u);
+  EXPECT_EQ(t.stream->shutdowns.load(), 1) << "the FIN still waits after kFinAckWaitNs";
+}
+
+// No readiness edge announces an acknowledgement: the Progress thread looks again by itself.
+TEST(ProgressTest, TheThreadSendsAHeldFinOnceThePeerAcknowledged) {
+  Progress p;
+  engine::test::Side side(3);
+  QueuePair qp(config_of(side, 3));
+  auto s = std::make_unique<ChunkStream>();
+  ChunkStream* stream = s.get();
+  stream->unacked = true;
+  engine::ConnParams params;
+  params.initiator = true;
+  params.crc = false;
+  ASSERT_EQ(qp.attach(std::move(s), params, &p), 0);
+  qp.close();
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(stream->shutdowns.load(), 0) << "the FIN went out before the acknowledgement";
+  stream->unacked = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (stream->shutdowns.load() == 0 && std::chrono::steady_clock::now() - t0 < 2s)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(stream->shutdowns.load(), 1) << "the thread did not send the FIN once acknowledged";
+  qp.leave_progress();
 }
 
 // A TCP stream that counts its reads (from whichever thread makes them).
