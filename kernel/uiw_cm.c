@@ -263,8 +263,141 @@ void uiw_sk_disassoc(struct uiw_cep *cep)
 }
 
 /*
+ * A graceful close sends its FIN only once the peer acknowledged what was written before it,
+ * or after UIW_FIN_ACK_WAIT. A FIN that reaches the peer while our last segment still sits in
+ * its socket's backlog (the socket busy in a sendmsg of the peer's own) is merged into that
+ * segment (Linux tcp_add_backlog), and TCP then calls sk_state_change for the FIN before
+ * sk_data_ready for the data. siw's close work takes its QP's state lock for writing on the
+ * FIN, and its data_ready reads the socket only if a read trylock of that lock succeeds: our
+ * last message is left unread and the receive it was for flushed. A segment the peer's TCP
+ * acknowledged has left the backlog, and its data_ready ran before our FIN can arrive.
+ */
+
+/* TCP: *seq is the end of what was written; true while part of it is unacknowledged. */
+static bool uiw_sk_unacked(struct sock *sk, u32 *seq)
+{
+	if (sk->sk_protocol != IPPROTO_TCP)
+		return false;
+	*seq = READ_ONCE(tcp_sk(sk)->write_seq);
+	return READ_ONCE(tcp_sk(sk)->snd_una) != *seq;
+}
+
+/* The wait for the ACK of seq is over: it came, the deadline passed or the connection ended. */
+static bool uiw_fin_may_go(struct sock *sk, u32 seq, unsigned long deadline)
+{
+	int state = READ_ONCE(sk->sk_state);
+
+	return !before(READ_ONCE(tcp_sk(sk)->snd_una), seq) ||
+	       time_after_eq(jiffies, deadline) ||
+	       (state != TCP_ESTABLISHED && state != TCP_CLOSE_WAIT);
+}
+
+/* Caller holds cep->lock, state CLOSING: our FIN now or at the next tick, then the peer's. */
+void uiw_cep_close_write(struct uiw_cep *cep)
+{
+	struct sock *sk = cep->sock->sk;
+	u32 seq;
+
+	if (!cep->fin_wait && uiw_sk_unacked(sk, &seq)) {
+		cep->fin_wait = true;
+		cep->fin_seq = seq;
+		cep->fin_deadline = jiffies + UIW_FIN_ACK_WAIT;
+	}
+	if (cep->fin_wait && !uiw_fin_may_go(sk, cep->fin_seq, cep->fin_deadline)) {
+		uiw_cep_arm_timer(cep, 1);
+		return;
+	}
+	cep->fin_wait = false;
+	kernel_sock_shutdown(cep->sock, SHUT_WR);
+	uiw_cep_arm_timer(cep, UIW_CLOSE_TIMEOUT);
+}
+
+/*
+ * A handed-over socket released (QP destroyed) before the peer acknowledged its data: the
+ * shutdown waits here, with the endpoint gone. The entry owns the file's reference.
+ */
+struct uiw_fin_wait {
+	struct delayed_work dwork;
+	struct list_head entry;		/* on uiw_fin_waits until it ends */
+	struct socket *sock;
+	struct file *file;
+	u32 seq;
+	unsigned long deadline;
+};
+
+static LIST_HEAD(uiw_fin_waits);
+static DEFINE_SPINLOCK(uiw_fin_waits_lock);
+
+static void uiw_fin_wait_end(struct uiw_fin_wait *w)
+{
+	kernel_sock_shutdown(w->sock, SHUT_RDWR);
+	fput(w->file);
+	kfree(w);
+}
+
+static void uiw_fin_wait_work(struct work_struct *work)
+{
+	struct uiw_fin_wait *w =
+		container_of(to_delayed_work(work), struct uiw_fin_wait, dwork);
+	bool mine;
+
+	if (!uiw_fin_may_go(w->sock->sk, w->seq, w->deadline)) {
+		queue_delayed_work(uiw_cm_wq, &w->dwork, 1);
+		return;
+	}
+	/* Off the list already: uiw_fin_waits_flush took it and ends it. */
+	spin_lock(&uiw_fin_waits_lock);
+	mine = !list_empty(&w->entry);
+	list_del_init(&w->entry);
+	spin_unlock(&uiw_fin_waits_lock);
+	if (mine)
+		uiw_fin_wait_end(w);
+}
+
+static bool uiw_fin_wait_start(struct socket *s, struct file *file)
+{
+	struct uiw_fin_wait *w;
+	u32 seq;
+
+	if (!uiw_sk_unacked(s->sk, &seq))
+		return false;
+	w = kzalloc(sizeof(*w), GFP_KERNEL);
+	if (!w)
+		return false;	/* the FIN goes now, as it would without the wait */
+	INIT_DELAYED_WORK(&w->dwork, uiw_fin_wait_work);
+	w->sock = s;
+	w->file = file;
+	w->seq = seq;
+	w->deadline = jiffies + UIW_FIN_ACK_WAIT;
+	spin_lock(&uiw_fin_waits_lock);
+	list_add_tail(&w->entry, &uiw_fin_waits);
+	spin_unlock(&uiw_fin_waits_lock);
+	queue_delayed_work(uiw_cm_wq, &w->dwork, 1);
+	return true;
+}
+
+/* Module exit: the FINs still waiting go now. */
+static void uiw_fin_waits_flush(void)
+{
+	struct uiw_fin_wait *w;
+
+	for (;;) {
+		spin_lock(&uiw_fin_waits_lock);
+		w = list_first_entry_or_null(&uiw_fin_waits, struct uiw_fin_wait, entry);
+		if (w)
+			list_del_init(&w->entry);
+		spin_unlock(&uiw_fin_waits_lock);
+		if (!w)
+			break;
+		cancel_delayed_work_sync(&w->dwork);
+		uiw_fin_wait_end(w);
+	}
+}
+
+/*
  * Close and forget the socket. A handed-over socket lives on while the owner keeps its
- * fd, so it is shut down explicitly; abort also makes the final close send a reset.
+ * fd, so it is shut down explicitly (gracefully: once its data is acknowledged, above);
+ * abort also makes the final close send a reset.
  */
 void uiw_cep_release_sock(struct uiw_cep *cep, bool abort)
 {
@@ -277,8 +410,10 @@ void uiw_cep_release_sock(struct uiw_cep *cep, bool abort)
 	if (abort)
 		sock_no_linger(s->sk);
 	if (cep->file) {
-		kernel_sock_shutdown(s, SHUT_RDWR);
-		fput(cep->file);
+		if (abort || !uiw_fin_wait_start(s, cep->file)) {
+			kernel_sock_shutdown(s, SHUT_RDWR);
+			fput(cep->file);
+		}
 		cep->file = NULL;
 	} else {
 		sock_release(s);
@@ -742,7 +877,10 @@ static void uiw_cep_timeout(struct work_struct *work)
 			uiw_cm_pending_drop(cep);
 			break;
 		case UIW_CEP_CLOSING:
-			uiw_cep_conn_abort(cep);
+			if (cep->fin_wait && cep->sock)
+				uiw_cep_close_write(cep);
+			else
+				uiw_cep_conn_abort(cep);
 			break;
 		case UIW_CEP_RDMA_MODE:
 			if (cep->accept_unacked)
@@ -813,6 +951,7 @@ int uiw_cm_init(void)
 
 void uiw_cm_exit(void)
 {
+	uiw_fin_waits_flush();
 	destroy_workqueue(uiw_cm_wq);
 	put_cred(uiw_bind_cred);
 	WARN_ON(atomic_read(&uiw_cep_count));

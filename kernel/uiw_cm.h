@@ -84,6 +84,9 @@ struct uiw_cep {
 	bool accept_unacked;		/* SCTP passive: Accept not yet acknowledged */
 	bool disconnect_sent;
 	bool close_sent;
+	bool fin_wait;			/* CLOSING: our FIN waits for the ACK of fin_seq */
+	u32 fin_seq;			/* TCP: the end of what was written before the close */
+	unsigned long fin_deadline;	/* jiffies: the FIN goes then in any case */
 
 	/* Listener side. children and num_children are under udev->cep_lock. */
 	struct uiw_cep *listener;	/* passive child: parent (reference held) */
@@ -139,6 +142,7 @@ int uiw_iw_destroy_listen(struct iw_cm_id *id);
 #define UIW_MPAREQ_TIMEOUT (5 * HZ)	/* passive: MPA Request after TCP accept */
 #define UIW_ACCEPT_TIMEOUT (30 * HZ)	/* passive: iw_accept/iw_reject after CONNECT_REQUEST */
 #define UIW_CLOSE_TIMEOUT (10 * HZ)	/* graceful close: the peer's FIN after ours */
+#define UIW_FIN_ACK_WAIT (HZ / 2)	/* graceful close: the ACK of our data before our FIN */
 #define UIW_ACCEPT_ACK_TIMEOUT (10 * HZ) /* SCTP passive: the peer's SACK of our Accept */
 #define UIW_ACCEPT_BATCH 16	/* connections a listener takes per turn on uiw_cm_wq */
 
@@ -154,6 +158,7 @@ void uiw_sk_assoc(struct uiw_cep *cep, struct socket *s, enum uiw_sk_mode mode,
 void uiw_sk_disassoc(struct uiw_cep *cep);
 void uiw_sk_watch(struct uiw_cep *cep);
 void uiw_cep_release_sock(struct uiw_cep *cep, bool abort);
+void uiw_cep_close_write(struct uiw_cep *cep);
 bool uiw_sk_peer_gone(const struct sock *sk);
 int uiw_sock_create(struct uiw_dev *udev, int family, struct socket **s);
 void uiw_sock_fix_bufs(struct sock *sk, uint sndbuf, uint rcvbuf);

@@ -47,10 +47,12 @@ void uiw_cm_qp_close(struct uiw_qp *qp, bool abrupt)
 			uiw_cep_conn_abort(cep);
 			break;
 		}
-		/* Our FIN follows what the provider already queued; CLOSE on the peer's. */
-		kernel_sock_shutdown(cep->sock, SHUT_WR);
+		/*
+		 * Our FIN follows what the provider already queued, once the peer acknowledged
+		 * it (uiw_cep_close_write); CLOSE on the peer's FIN.
+		 */
 		cep->state = UIW_CEP_CLOSING;
-		uiw_cep_arm_timer(cep, UIW_CLOSE_TIMEOUT);
+		uiw_cep_close_write(cep);
 		if (uiw_sk_peer_gone(cep->sock->sk))
 			uiw_cep_post(cep, UIW_CEP_EV_STATE);
 		break;

@@ -68,6 +68,19 @@ allow_local_restore() {
   for k in "${!UIW_SAVED_SYSCTL[@]}"; do sysctl -qw "net.ipv4.conf.$k=${UIW_SAVED_SYSCTL[$k]}"; done
 }
 
+# cm_check_pair NAME SERVER_ADDR SERVER_ACTION CLIENT_ADDR CLIENT_ACTION PORT: uiw_cm_check's
+# server (in the background, on PORT) and its client, each with its action; both print PASS.
+cm_check_pair() {
+  local check=$UIW_BUILD/bin/uiw_cm_check
+  [ -x "$check" ] || fail "$check missing: cmake --build \$UIW_BUILD --target uiw_cm_check"
+  start_bg "$1-server" "$check" server "$2" "$6" "$3"
+  wait_cm_listen "$6"
+  run_fg "$1-client" 120 "$check" client "$2" "$4" "$6" "$5"
+  wait_bg "$1-server" 60
+  expect "$1-client" '^PASS$'
+  expect "$1-server" '^PASS$'
+}
+
 # interop_setup: sysctls for cross-device rdma_cm in one namespace, uiw.ko defaults on exit.
 interop_setup() {
   allow_local_sources

@@ -12,23 +12,11 @@ source "$UIW_ROOT/tests/system/lib.sh"
 source "$UIW_ROOT/tests/system/interop_lib.bash"
 interop_setup
 
-check=$UIW_BUILD/bin/uiw_cm_check
-[ -x "$check" ] || fail "$check missing: cmake --build \$UIW_BUILD --target uiw_cm_check"
-
 D0=$(dmesg | wc -l)
 wire_start ext "tcp portrange 7710-7711"
-# ext_pair NAME SERVER_ADDR SERVER_ACTION CLIENT_ADDR CLIENT_ACTION PORT
-ext_pair() {
-  start_bg "$1-server" "$check" server "$2" "$6" "$3"
-  wait_cm_listen "$6"
-  run_fg "$1-client" 120 "$check" client "$2" "$4" "$6" "$5"
-  wait_bg "$1-server" 60
-  expect "$1-client" '^PASS$'
-  expect "$1-server" '^PASS$'
-}
-ext_pair uiw-client "$SIW0_ADDR" ext-peer "$UIW0_ADDR" ext-refused 7710
+cm_check_pair uiw-client "$SIW0_ADDR" ext-peer "$UIW0_ADDR" ext-refused 7710
 expect uiw-client-client '4 RFC 7306 work requests refused with EOPNOTSUPP'
-ext_pair uiw-server "$UIW0_ADDR" ext-refused "$SIW0_ADDR" ext-peer 7711
+cm_check_pair uiw-server "$UIW0_ADDR" ext-refused "$SIW0_ADDR" ext-peer 7711
 expect uiw-server-server '4 RFC 7306 work requests refused with EOPNOTSUPP'
 wire_stop ext
 wire_decode ext

@@ -27,9 +27,12 @@
  *                peer, the connection goes on) and rdma_disconnect()
  *   ext-peer     the other side of ext-refused: one more Send each way, then wait-close
  *   last-send    wait SEND_DELAY seconds (default 0), post one more Send and see it complete,
- *                rdma_disconnect() and destroy everything at once, as applications do
+ *                rdma_disconnect() and destroy everything at once, as applications do (with
+ *                CLOSE_WAIT set: wait for DISCONNECTED and the receives flushed first)
  *   last-recv    the other side of last-send: that Send must arrive intact (within WAIT_SECS,
  *                60 s by default), then DISCONNECTED and the remaining receives flushed
+ *   stream-recv  last-recv while RDMA Writing into the peer's target as write-stream does, so
+ *                that its transmit holds its socket when the last Send and the FIN arrive
  *   verify       wait for that Send, or for a flushed receive; then count the target's
  *                octets: the pattern, untouched (zero), or foreign (neither: placed data the
  *                writer never sent); prints "target: correct C untouched U foreign F", then
@@ -454,22 +457,23 @@ static char pattern_at(int i)
 
 /*
  * Writes CHUNK-byte RDMA Writes into the peer's target, WINDOW outstanding, until the peer
- * goes away: an error completion or DISCONNECTED. Returns once that happened.
+ * goes away: an error completion or DISCONNECTED. Returns once that happened. With WANT, it
+ * ends instead when a Send carrying WANT arrives; any other receive completion fails.
  */
-static void write_stream(struct conn *c, int secs)
+static void write_stream(struct conn *c, int secs, const char *want)
 {
 	const double end = now_s() + secs;
 	char *src = c->buf + (NRECV + 1) * MSG;
 	unsigned long posted = 0, done = 0;
-	int outstanding = 0, error = 0;
+	int outstanding = 0, error = 0, got = 0;
 
 	for (int i = 0; i < BUF; i++)
 		src[i] = pattern_at(i);
-	while (!error && !c->disconnected && now_s() < end) {
+	while ((want ? !got : !error && !c->disconnected) && now_s() < end) {
 		struct ibv_wc wc[8];
 		int n;
 
-		while (outstanding < WINDOW) {
+		while (!error && !got && outstanding < WINDOW) {
 			const int slot = posted % WINDOW;
 			struct ibv_sge sge = {(uintptr_t)(src + slot * CHUNK), CHUNK, c->mr->lkey};
 			struct ibv_send_wr wr = {.wr_id = 2000 + posted, .sg_list = &sge,
@@ -493,8 +497,25 @@ static void write_stream(struct conn *c, int secs)
 		for (int i = 0; i < n; i++) {
 			if (wc[i].wr_id < NRECV) {
 				c->recvs_posted--;
-				CHECK(wc[i].status != IBV_WC_SUCCESS, "%s: unexpected receive",
-				      c->side);
+				CHECK(want || wc[i].status != IBV_WC_SUCCESS,
+				      "%s: unexpected receive", c->side);
+				if (!want)
+					continue;
+				/* The receives still posted flush once the peer closed. */
+				if (got) {
+					CHECK(wc[i].status == IBV_WC_WR_FLUSH_ERR,
+					      "%s: receive completed with %s after the last Send",
+					      c->side, ibv_wc_status_str(wc[i].status));
+					continue;
+				}
+				CHECK(wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len == MSG &&
+					      !strcmp(c->buf + wc[i].wr_id * MSG, want),
+				      "%s: receive completed with %s (%u octets \"%.*s\") after %lu writes, not the peer's last Send",
+				      c->side, ibv_wc_status_str(wc[i].status), wc[i].byte_len, MSG,
+				      c->buf + wc[i].wr_id * MSG, done);
+				printf("%s: received \"%s\" while writing, after %lu writes\n",
+				       c->side, want, done);
+				got = 1;
 				continue;
 			}
 			outstanding--;
@@ -512,6 +533,11 @@ static void write_stream(struct conn *c, int secs)
 		}
 		if (!n)
 			poll_events(c);
+	}
+	if (want) {
+		CHECK(got, "%s: no Send from the peer within %d s (%lu writes done)", c->side, secs,
+		      done);
+		return;
 	}
 	CHECK(error || c->disconnected, "%s: the peer did not go away within %d s", c->side, secs);
 	printf("%s: peer gone after %lu writes (%s)\n", c->side, done,
@@ -670,7 +696,7 @@ static int run_action(struct conn *c, const char *action)
 		expect_flushed_recvs(c, 30);
 		rdma_disconnect(c->id); /* what applications do; the QP is down already */
 	} else if (!strcmp(action, "write-stream")) {
-		write_stream(c, wait_secs(60));
+		write_stream(c, wait_secs(60), NULL);
 		wait_disconnected(c, 30);
 	} else if (!strcmp(action, "write-once")) {
 		write_once(c);
@@ -698,13 +724,28 @@ static int run_action(struct conn *c, const char *action)
 		snprintf(text, MSG, "uiw_cm_check last from the %s", c->side);
 		send_text(c, text);
 		CHECK(!rdma_disconnect(c->id), "rdma_disconnect");
-		printf("%s: last Send complete, rdma_disconnect done; destroying\n", c->side);
+		if (getenv("CLOSE_WAIT")) {
+			printf("%s: last Send complete, rdma_disconnect done\n", c->side);
+			wait_disconnected(c, 30);
+			expect_flushed_recvs(c, 30);
+		} else {
+			printf("%s: last Send complete, rdma_disconnect done; destroying\n",
+			       c->side);
+		}
 	} else if (!strcmp(action, "last-recv")) {
 		char want[MSG];
 
 		snprintf(want, MSG, "uiw_cm_check last from the %s",
 			 strcmp(c->side, "server") ? "server" : "client");
 		recv_text(c, want, wait_secs(60));
+		wait_disconnected(c, 30);
+		expect_flushed_recvs(c, 30);
+	} else if (!strcmp(action, "stream-recv")) {
+		char want[MSG];
+
+		snprintf(want, MSG, "uiw_cm_check last from the %s",
+			 strcmp(c->side, "server") ? "server" : "client");
+		write_stream(c, wait_secs(60), want);
 		wait_disconnected(c, 30);
 		expect_flushed_recvs(c, 30);
 	} else if (!strcmp(action, "verify")) {
@@ -787,6 +828,6 @@ int main(int argc, char **argv)
 		"usage: uiw_cm_check reject-server ADDR PORT TEXT | reject-client DST SRC PORT TEXT\n"
 		"     | no-listener DST SRC PORT | server ADDR PORT ACTION | client DST SRC PORT "
 		"ACTION\n  ACTION: disconnect | wait-close | write-stream | idle | write-once | verify |\n"
-		"          ext-refused | ext-peer | last-send | last-recv\n");
+		"          ext-refused | ext-peer | last-send | last-recv | stream-recv\n");
 	return 2;
 }
