@@ -292,7 +292,10 @@ static bool uiw_fin_may_go(struct sock *sk, u32 seq, unsigned long deadline)
 	       (state != TCP_ESTABLISHED && state != TCP_CLOSE_WAIT);
 }
 
-/* Caller holds cep->lock, state CLOSING: our FIN now or at the next tick, then the peer's. */
+/*
+ * Caller holds cep->lock, state CLOSING: our FIN now or at a later tick, then the peer's (its
+ * FIN may have come meanwhile: the socket watch reports it once, so look here).
+ */
 void uiw_cep_close_write(struct uiw_cep *cep)
 {
 	struct sock *sk = cep->sock->sk;
@@ -304,12 +307,13 @@ void uiw_cep_close_write(struct uiw_cep *cep)
 		cep->fin_deadline = jiffies + UIW_FIN_ACK_WAIT;
 	}
 	if (cep->fin_wait && !uiw_fin_may_go(sk, cep->fin_seq, cep->fin_deadline)) {
-		uiw_cep_arm_timer(cep, 1);
+		uiw_cep_arm_timer(cep, UIW_FIN_ACK_POLL);
 		return;
 	}
 	cep->fin_wait = false;
 	kernel_sock_shutdown(cep->sock, SHUT_WR);
 	uiw_cep_arm_timer(cep, UIW_CLOSE_TIMEOUT);
+	uiw_cep_post(cep, UIW_CEP_EV_STATE);
 }
 
 /*
@@ -342,7 +346,7 @@ static void uiw_fin_wait_work(struct work_struct *work)
 	bool mine;
 
 	if (!uiw_fin_may_go(w->sock->sk, w->seq, w->deadline)) {
-		queue_delayed_work(uiw_cm_wq, &w->dwork, 1);
+		queue_delayed_work(uiw_cm_wq, &w->dwork, UIW_FIN_ACK_POLL);
 		return;
 	}
 	/* Off the list already: uiw_fin_waits_flush took it and ends it. */
@@ -354,12 +358,19 @@ static void uiw_fin_wait_work(struct work_struct *work)
 		uiw_fin_wait_end(w);
 }
 
-static bool uiw_fin_wait_start(struct socket *s, struct file *file)
+/* The wait a CLOSING endpoint began goes on; one whose FIN went out needs none. */
+static bool uiw_fin_wait_start(struct uiw_cep *cep, struct socket *s, struct file *file)
 {
+	unsigned long deadline = cep->fin_deadline;
 	struct uiw_fin_wait *w;
-	u32 seq;
+	u32 seq = cep->fin_seq;
 
-	if (!uiw_sk_unacked(s->sk, &seq))
+	if (!cep->fin_wait) {
+		if (!uiw_sk_unacked(s->sk, &seq))
+			return false;
+		deadline = jiffies + UIW_FIN_ACK_WAIT;
+	}
+	if (uiw_fin_may_go(s->sk, seq, deadline))
 		return false;
 	w = kzalloc(sizeof(*w), GFP_KERNEL);
 	if (!w)
@@ -368,11 +379,11 @@ static bool uiw_fin_wait_start(struct socket *s, struct file *file)
 	w->sock = s;
 	w->file = file;
 	w->seq = seq;
-	w->deadline = jiffies + UIW_FIN_ACK_WAIT;
+	w->deadline = deadline;
 	spin_lock(&uiw_fin_waits_lock);
 	list_add_tail(&w->entry, &uiw_fin_waits);
 	spin_unlock(&uiw_fin_waits_lock);
-	queue_delayed_work(uiw_cm_wq, &w->dwork, 1);
+	queue_delayed_work(uiw_cm_wq, &w->dwork, UIW_FIN_ACK_POLL);
 	return true;
 }
 
@@ -410,7 +421,7 @@ void uiw_cep_release_sock(struct uiw_cep *cep, bool abort)
 	if (abort)
 		sock_no_linger(s->sk);
 	if (cep->file) {
-		if (abort || !uiw_fin_wait_start(s, cep->file)) {
+		if (abort || !uiw_fin_wait_start(cep, s, cep->file)) {
 			kernel_sock_shutdown(s, SHUT_RDWR);
 			fput(cep->file);
 		}
@@ -822,7 +833,8 @@ static void uiw_cep_state(struct uiw_cep *cep)
 		break;
 	case UIW_CEP_RDMA_MODE:
 	case UIW_CEP_CLOSING:
-		if (uiw_cep_peer_gone(cep))
+		/* Our waiting FIN goes first; uiw_cep_close_write looks again then. */
+		if (!cep->fin_wait && uiw_cep_peer_gone(cep))
 			uiw_cep_conn_closed(cep);
 		break;
 	default:

@@ -143,6 +143,7 @@ int uiw_iw_destroy_listen(struct iw_cm_id *id);
 #define UIW_ACCEPT_TIMEOUT (30 * HZ)	/* passive: iw_accept/iw_reject after CONNECT_REQUEST */
 #define UIW_CLOSE_TIMEOUT (10 * HZ)	/* graceful close: the peer's FIN after ours */
 #define UIW_FIN_ACK_WAIT (HZ / 2)	/* graceful close: the ACK of our data before our FIN */
+#define UIW_FIN_ACK_POLL (HZ / 100 ?: 1) /* how often that wait looks */
 #define UIW_ACCEPT_ACK_TIMEOUT (10 * HZ) /* SCTP passive: the peer's SACK of our Accept */
 #define UIW_ACCEPT_BATCH 16	/* connections a listener takes per turn on uiw_cm_wq */
 

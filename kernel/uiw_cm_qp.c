@@ -53,8 +53,6 @@ void uiw_cm_qp_close(struct uiw_qp *qp, bool abrupt)
 		 */
 		cep->state = UIW_CEP_CLOSING;
 		uiw_cep_close_write(cep);
-		if (uiw_sk_peer_gone(cep->sock->sk))
-			uiw_cep_post(cep, UIW_CEP_EV_STATE);
 		break;
 	case UIW_CEP_CLOSING:
 		if (abrupt)
