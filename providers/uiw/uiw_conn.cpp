@@ -319,9 +319,10 @@ void qp_drain(Qp* qp, int timeout_ms) noexcept {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
     rt->progress();
-    // Closing ends with want_shutdown once nothing is queued or owed, and Connection then
-    // sends our FIN itself once the peer acknowledged the data (Connection::kFinAckWaitNs; the
-    // kernel's SHUT_WR waits the same way, and after ours is a no-op).
+    // Closing ends with want_shutdown once nothing is queued or owed. Connection then sends
+    // our FIN itself once the peer acknowledged the data (Connection::kFinAckWaitNs), later
+    // than this loop ends; the kernel's SHUT_WR on SQD waits for that ACK the same way, and
+    // whichever comes second is a no-op.
     if (rt->with_engine([](engine::Qp& e) {
           return e.state() == engine::QpState::Error || (e.tx_want_shutdown() && e.tx_idle());
         }))

@@ -103,7 +103,7 @@ class Connection {
   // The peer's FIN was read and is held back (kEofHoldNs): another pass reads it again.
   bool eof_held() const { return eof_held_; }
   // Our FIN waits for the peer's acknowledgement (kFinAckWaitNs): another pass looks again.
-  bool fin_held() const { return fin_held_; }
+  bool fin_held() const { return fin_held_ && !tx_shut_; }
   void abort();  // the Qp flushes, the stream is reset (RST)
 
   int fd() const { return stream_->fd(); }

@@ -121,8 +121,18 @@ bool QueuePair::drive(bool posted, const engine::CompletionQueue* polled) {
   // is the moment they may be, and this poller the one that waits for the flushes. Without a
   // Progress thread the poller reads as well while the socket refuses what is left: the peer
   // may be waiting for this side's reads before it reads on.
+  // Our FIN held for the peer's ACK (Connection::kFinAckWaitNs) is looked at again by the
+  // Progress thread (PassResult::held), handed over once this poll began to hold it; without
+  // that thread, by the pollers.
+  const bool fin_was_held = conn_->fin_held();
   if (tx_only && !conn_->eof_held()) {
-    const bool moved = !qp_.tx_idle() && conn_->transmit(&reader_waiting_);
+    const bool moved =
+        (!qp_.tx_idle() || (!progress_ && fin_was_held)) && conn_->transmit(&reader_waiting_);
+    if (!fin_was_held && conn_->fin_held() && progress_) {
+      lock.unlock();
+      progress_->kick(this);
+      return moved;
+    }
     if (progress_ || qp_.tx_idle()) return moved;
   }
   // The socket refused the last write: the write that refused raised SOCK_NOSPACE, so the
@@ -137,7 +147,9 @@ bool QueuePair::drive(bool posted, const engine::CompletionQueue* polled) {
   // SCTP socket tells an association's end once, in the notification this pass consumed).
   // So is the rest of a send queue this pass left on its write budget: no edge announces it
   // either, and this poller may not come back.
-  if (((!was_held && conn_->eof_held()) || conn_->tx_cut()) && progress_) {
+  if (((!was_held && conn_->eof_held()) || (!fin_was_held && conn_->fin_held()) ||
+       conn_->tx_cut()) &&
+      progress_) {
     lock.unlock();
     progress_->kick(this);
   }

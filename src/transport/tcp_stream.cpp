@@ -102,7 +102,12 @@ void TcpStream::shutdown_write() {
 
 bool TcpStream::unacknowledged() const {
   int n = 0;  // tcp(7): SIOCOUTQ is the bytes not yet acknowledged, sent or not
-  return tcp_ && fd_ >= 0 && ioctl(fd_, SIOCOUTQ, &n) == 0 && n > 0;
+  if (!tcp_ || fd_ < 0 || ioctl(fd_, SIOCOUTQ, &n) != 0 || n <= 0) return false;
+  // A connection that was reset or timed out keeps its count: nothing will acknowledge it.
+  tcp_info ti{};
+  socklen_t len = sizeof ti;
+  return getsockopt(fd_, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+         (ti.tcpi_state == TCP_ESTABLISHED || ti.tcpi_state == TCP_CLOSE_WAIT);
 }
 
 void TcpStream::abort() {

@@ -230,6 +230,7 @@ class ChunkStream final : public transport::ByteStream {
     return {transport::IoStatus::Ok, c.size(), 0};
   }
   transport::IoResult writev(const iovec* iov, int n) override {
+    if (broken) return {transport::IoStatus::Error, 0, EPIPE};
     if (full) return {transport::IoStatus::WouldBlock, 0, 0};
     size_t total = 0;
     for (int i = 0; i < n; ++i) total += iov[i].iov_len;
@@ -245,6 +246,7 @@ class ChunkStream final : public transport::ByteStream {
   int reads = 0, writes = 0;
   std::atomic<int> shutdowns{0};     // FINs sent (from whichever thread)
   bool full = false;                 // every write says EAGAIN
+  bool broken = false;               // every write fails (EPIPE)
   std::atomic<bool> unacked{false};  // the peer has not acknowledged every byte written
 };
 
@@ -615,6 +617,39 @@ TEST(QueuePairTest, AFinWaitsForTheAcknowledgementOnlySoLong) {
   std::this_thread::sleep_for(std::chrono::nanoseconds(Connection::kFinAckWaitNs) + 20ms);
   EXPECT_EQ(t.poll(t.side.scq), 0u);
   EXPECT_EQ(t.stream->shutdowns.load(), 1) << "the FIN still waits after kFinAckWaitNs";
+}
+
+// A Terminate we sent ends the connection gracefully too (RDMAP §6.2.1): its FIN waits for the
+// acknowledgement as well, and without a Progress thread the polls that follow look again.
+TEST(QueuePairTest, TheFinAfterOurTerminateIsSentByLaterPolls) {
+  // One receive posted: the second Send finds none, and the QP answers with a Terminate.
+  ChunkQp t(true, {send_fpdu(1, 0, 8, true), send_fpdu(2, 0, 8, true)});
+  t.stream->unacked = true;
+  for (int i = 0; i < 3; ++i) t.qp.run_pass(false, true);  // as the Progress thread reads
+  ASSERT_EQ(t.qp.state(), engine::QpState::Error);
+  EXPECT_EQ(t.stream->shutdowns.load(), 0) << "the FIN went out before the acknowledgement";
+  t.stream->unacked = false;
+  for (int i = 0; i < 3; ++i) t.poll(t.side.scq);
+  EXPECT_EQ(t.stream->shutdowns.load(), 1) << "no poll sent the FIN once acknowledged";
+}
+
+// A write that fails while our FIN is held ends the stream: nothing is held any more, so
+// Progress stops looking at the QP.
+TEST(QueuePairTest, AFailedWriteEndsTheHoldOfOurFin) {
+  ChunkQp t(true);
+  t.stream->unacked = true;
+  t.qp.close();
+  t.poll(t.side.scq);
+  ASSERT_EQ(t.stream->shutdowns.load(), 0);
+  // Two Sends for one receive: the QP answers the second with a Terminate, whose write fails.
+  t.stream->chunks = {send_fpdu(1, 0, 8, true), send_fpdu(2, 0, 8, true)};
+  t.stream->broken = true;
+  std::optional<QueuePair::PassResult> r;
+  for (int i = 0; i < 3; ++i) r = t.qp.run_pass(false, true);
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(t.qp.state(), engine::QpState::Error);
+  EXPECT_TRUE(t.stream->chunks.empty()) << "the Sends were not read";
+  EXPECT_FALSE(r->held) << "a FIN still reported held after the stream failed";
 }
 
 // No readiness edge announces an acknowledgement: the Progress thread looks again by itself.

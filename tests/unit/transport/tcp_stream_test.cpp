@@ -154,6 +154,23 @@ TEST(TcpStreamTest, WritevWouldBlockWhenBuffersFill) {
   EXPECT_GT(total, 0u);
 }
 
+// Bytes the peer never acknowledged before it reset the connection stay counted by the socket
+// (SIOCOUTQ), but nothing will acknowledge them: they are not "unacknowledged" in the sense of
+// a FIN waiting for them (runtime::Connection::kFinAckWaitNs).
+TEST(TcpStreamTest, UnacknowledgedIsWhatThePeerMayStillAcknowledge) {
+  Pair p;
+  EXPECT_FALSE(p.c->unacknowledged());
+  std::vector<uint8_t> chunk(1 << 16, 0xab);
+  iovec v{chunk.data(), chunk.size()};
+  for (int i = 0; i < 10000 && p.c->writev(&v, 1).status == IoStatus::Ok; ++i) {
+  }
+  EXPECT_TRUE(p.c->unacknowledged()) << "a full window of unread data is not acknowledged";
+  p.s->abort();
+  ASSERT_TRUE(wait_readable(p.c->fd()));
+  EXPECT_EQ(p.c->readv(&v, 1).status, IoStatus::Error);
+  EXPECT_FALSE(p.c->unacknowledged()) << "a reset connection still waits for acknowledgements";
+}
+
 TEST(SocketUtilTest, ErrorsAndIpv6) {
   EXPECT_EQ(tcp_listen("not an ip", 0, nullptr), -EINVAL);
   EXPECT_EQ(tcp_connect("999.1.1.1", 1, 100), -EINVAL);
