@@ -67,7 +67,7 @@ vm_need_packages() {
   [ ${#missing[@]} -eq 0 ] && return 0
   vm_log "installing missing packages: ${missing[*]}"
   for try in 1 2 3 4 5 6; do
-    if pgrep -x 'apt|apt-get|dpkg' >/dev/null; then
+    if pgrep -x 'apt(-get)?|dpkg' >/dev/null; then
       vm_log "apt/dpkg is busy; waiting (try $try)"
       sleep 20
       continue
