@@ -32,7 +32,7 @@ uiw_need_packages() {
 # Packages to build and run the host tiers (unit, integration, fuzz, bench).
 UIW_BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config libisal-dev libgtest-dev
   libgmock-dev libbenchmark-dev clang libclang-rt-14-dev libibverbs-dev librdmacm-dev
-  libnl-3-dev libnl-route-3-dev pybind11-dev python3-dev liburing-dev)
+  libnl-3-dev libnl-route-3-dev pybind11-dev python3-dev liburing-dev clang-format)
 
 # uiw_configure DIR [cmake args...]: configure a build tree (again each time: cheap once
 # cached, and it picks up folders that appeared since, e.g. providers/uiw).
