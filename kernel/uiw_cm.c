@@ -273,22 +273,23 @@ void uiw_sk_disassoc(struct uiw_cep *cep)
  * acknowledged has left the backlog, and its data_ready ran before our FIN can arrive.
  */
 
-/* TCP: *seq is the end of what was written; true while part of it is unacknowledged. */
-static bool uiw_sk_unacked(struct sock *sk, u32 *seq)
+/* TCP: a wait begins while part of what was written is unacknowledged; it ends by *ack. */
+static bool uiw_fin_ack_begin(struct sock *sk, struct uiw_fin_ack *ack)
 {
 	if (sk->sk_protocol != IPPROTO_TCP)
 		return false;
-	*seq = READ_ONCE(tcp_sk(sk)->write_seq);
-	return READ_ONCE(tcp_sk(sk)->snd_una) != *seq;
+	ack->seq = READ_ONCE(tcp_sk(sk)->write_seq);
+	ack->deadline = jiffies + UIW_FIN_ACK_WAIT;
+	return READ_ONCE(tcp_sk(sk)->snd_una) != ack->seq;
 }
 
-/* The wait for the ACK of seq is over: it came, the deadline passed or the connection ended. */
-static bool uiw_fin_may_go(struct sock *sk, u32 seq, unsigned long deadline)
+/* The wait is over: the ACK came, the deadline passed or the connection ended. */
+static bool uiw_fin_ack_over(struct sock *sk, const struct uiw_fin_ack *ack)
 {
 	int state = READ_ONCE(sk->sk_state);
 
-	return !before(READ_ONCE(tcp_sk(sk)->snd_una), seq) ||
-	       time_after_eq(jiffies, deadline) ||
+	return !before(READ_ONCE(tcp_sk(sk)->snd_una), ack->seq) ||
+	       time_after_eq(jiffies, ack->deadline) ||
 	       (state != TCP_ESTABLISHED && state != TCP_CLOSE_WAIT);
 }
 
@@ -299,14 +300,10 @@ static bool uiw_fin_may_go(struct sock *sk, u32 seq, unsigned long deadline)
 void uiw_cep_close_write(struct uiw_cep *cep)
 {
 	struct sock *sk = cep->sock->sk;
-	u32 seq;
 
-	if (!cep->fin_wait && uiw_sk_unacked(sk, &seq)) {
-		cep->fin_wait = true;
-		cep->fin_seq = seq;
-		cep->fin_deadline = jiffies + UIW_FIN_ACK_WAIT;
-	}
-	if (cep->fin_wait && !uiw_fin_may_go(sk, cep->fin_seq, cep->fin_deadline)) {
+	if (!cep->fin_wait)
+		cep->fin_wait = uiw_fin_ack_begin(sk, &cep->fin_ack);
+	if (cep->fin_wait && !uiw_fin_ack_over(sk, &cep->fin_ack)) {
 		uiw_cep_arm_timer(cep, UIW_FIN_ACK_POLL);
 		return;
 	}
@@ -318,91 +315,84 @@ void uiw_cep_close_write(struct uiw_cep *cep)
 
 /*
  * A handed-over socket released (QP destroyed) before the peer acknowledged its data: the
- * shutdown waits here, with the endpoint gone. The entry owns the file's reference.
+ * shutdown waits on uiw_fin_waits, with the endpoint gone. The entry owns the file's
+ * reference. One work looks at every waiting socket per UIW_FIN_ACK_POLL, however many
+ * connections close at once.
  */
 struct uiw_fin_wait {
-	struct delayed_work dwork;
-	struct list_head entry;		/* on uiw_fin_waits until it ends */
+	struct list_head entry;
 	struct socket *sock;
 	struct file *file;
-	u32 seq;
-	unsigned long deadline;
+	struct uiw_fin_ack ack;
 };
 
+static void uiw_fin_waits_scan(struct work_struct *work);
 static LIST_HEAD(uiw_fin_waits);
 static DEFINE_SPINLOCK(uiw_fin_waits_lock);
+static DECLARE_DELAYED_WORK(uiw_fin_waits_dwork, uiw_fin_waits_scan);
 
-static void uiw_fin_wait_end(struct uiw_fin_wait *w)
+static void uiw_fin_waits_end(struct list_head *ended)
 {
-	kernel_sock_shutdown(w->sock, SHUT_RDWR);
-	fput(w->file);
-	kfree(w);
+	struct uiw_fin_wait *w, *next;
+
+	list_for_each_entry_safe(w, next, ended, entry) {
+		kernel_sock_shutdown(w->sock, SHUT_RDWR);
+		fput(w->file);
+		kfree(w);
+	}
 }
 
-static void uiw_fin_wait_work(struct work_struct *work)
+static void uiw_fin_waits_scan(struct work_struct *work)
 {
-	struct uiw_fin_wait *w =
-		container_of(to_delayed_work(work), struct uiw_fin_wait, dwork);
-	bool mine;
+	struct uiw_fin_wait *w, *next;
+	LIST_HEAD(ended);
+	bool more;
 
-	if (!uiw_fin_may_go(w->sock->sk, w->seq, w->deadline)) {
-		queue_delayed_work(uiw_cm_wq, &w->dwork, UIW_FIN_ACK_POLL);
-		return;
-	}
-	/* Off the list already: uiw_fin_waits_flush took it and ends it. */
 	spin_lock(&uiw_fin_waits_lock);
-	mine = !list_empty(&w->entry);
-	list_del_init(&w->entry);
+	list_for_each_entry_safe(w, next, &uiw_fin_waits, entry)
+		if (uiw_fin_ack_over(w->sock->sk, &w->ack))
+			list_move_tail(&w->entry, &ended);
+	more = !list_empty(&uiw_fin_waits);
 	spin_unlock(&uiw_fin_waits_lock);
-	if (mine)
-		uiw_fin_wait_end(w);
+	/* An entry added meanwhile queued the work itself. */
+	if (more)
+		queue_delayed_work(uiw_cm_wq, &uiw_fin_waits_dwork, UIW_FIN_ACK_POLL);
+	uiw_fin_waits_end(&ended);
 }
 
 /* The wait a CLOSING endpoint began goes on; one whose FIN went out needs none. */
 static bool uiw_fin_wait_start(struct uiw_cep *cep, struct socket *s, struct file *file)
 {
-	unsigned long deadline = cep->fin_deadline;
+	struct uiw_fin_ack ack = cep->fin_ack;
 	struct uiw_fin_wait *w;
-	u32 seq = cep->fin_seq;
 
-	if (!cep->fin_wait) {
-		if (!uiw_sk_unacked(s->sk, &seq))
-			return false;
-		deadline = jiffies + UIW_FIN_ACK_WAIT;
-	}
-	if (uiw_fin_may_go(s->sk, seq, deadline))
+	if (!cep->fin_wait && !uiw_fin_ack_begin(s->sk, &ack))
+		return false;
+	if (uiw_fin_ack_over(s->sk, &ack))
 		return false;
 	w = kzalloc(sizeof(*w), GFP_KERNEL);
 	if (!w)
 		return false;	/* the FIN goes now, as it would without the wait */
-	INIT_DELAYED_WORK(&w->dwork, uiw_fin_wait_work);
 	w->sock = s;
 	w->file = file;
-	w->seq = seq;
-	w->deadline = deadline;
+	w->ack = ack;
 	spin_lock(&uiw_fin_waits_lock);
 	list_add_tail(&w->entry, &uiw_fin_waits);
 	spin_unlock(&uiw_fin_waits_lock);
-	queue_delayed_work(uiw_cm_wq, &w->dwork, UIW_FIN_ACK_POLL);
+	queue_delayed_work(uiw_cm_wq, &uiw_fin_waits_dwork, UIW_FIN_ACK_POLL);
 	return true;
 }
 
-/* Module exit: the FINs still waiting go now. */
+/* Module exit, every endpoint gone: the FINs still waiting go now. */
 static void uiw_fin_waits_flush(void)
 {
-	struct uiw_fin_wait *w;
+	LIST_HEAD(ended);
 
-	for (;;) {
-		spin_lock(&uiw_fin_waits_lock);
-		w = list_first_entry_or_null(&uiw_fin_waits, struct uiw_fin_wait, entry);
-		if (w)
-			list_del_init(&w->entry);
-		spin_unlock(&uiw_fin_waits_lock);
-		if (!w)
-			break;
-		cancel_delayed_work_sync(&w->dwork);
-		uiw_fin_wait_end(w);
-	}
+	cancel_delayed_work_sync(&uiw_fin_waits_dwork);
+	spin_lock(&uiw_fin_waits_lock);
+	list_splice_init(&uiw_fin_waits, &ended);
+	spin_unlock(&uiw_fin_waits_lock);
+	uiw_fin_waits_end(&ended);
 }
 
 /*

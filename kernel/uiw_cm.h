@@ -64,6 +64,12 @@ struct uiw_cep_params {
 	u32 ord;
 };
 
+/* A graceful close's FIN waits for the peer's ACK of what was written before it (uiw_cm.c). */
+struct uiw_fin_ack {
+	u32 seq;			/* TCP: the end of what was written before the close */
+	unsigned long deadline;		/* jiffies: the FIN goes then in any case */
+};
+
 struct uiw_cep {
 	struct kref ref;
 	struct mutex lock;		/* serialises the endpoint (see above) */
@@ -84,9 +90,8 @@ struct uiw_cep {
 	bool accept_unacked;		/* SCTP passive: Accept not yet acknowledged */
 	bool disconnect_sent;
 	bool close_sent;
-	bool fin_wait;			/* CLOSING: our FIN waits for the ACK of fin_seq */
-	u32 fin_seq;			/* TCP: the end of what was written before the close */
-	unsigned long fin_deadline;	/* jiffies: the FIN goes then in any case */
+	bool fin_wait;			/* CLOSING: our FIN waits for fin_ack */
+	struct uiw_fin_ack fin_ack;
 
 	/* Listener side. children and num_children are under udev->cep_lock. */
 	struct uiw_cep *listener;	/* passive child: parent (reference held) */
