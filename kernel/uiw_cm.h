@@ -116,6 +116,7 @@ struct uiw_cep {
 	bool reaped;			/* seen by uiw_cm_dev_cleanup() */
 
 	/* MPA exchange. */
+	bool request_looked;		/* passive child: its read for the Request has run */
 	struct uiw_mpa_rx rx;		/* frame being received */
 	struct uiw_mpa_v2 peer_v2;	/* peer's RFC 6581 word (passive side) */
 	u16 req_bits;			/* flags/revision of the Request (passive side) */

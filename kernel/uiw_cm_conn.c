@@ -156,46 +156,66 @@ void uiw_cm_send_reject(struct uiw_cep *cep, const void *pd, u8 pd_len)
 			     pd_len);
 }
 
+/* What a full listener can do for a connection that waits in its accept queue. */
+enum uiw_child_room {
+	UIW_ROOM_FREE,		/* an idle child can go (or went: uiw_cm_make_room) */
+	UIW_ROOM_LATER,		/* a child's read is still queued on uiw_cm_wq */
+	UIW_ROOM_NONE,		/* no child can go now: refuse the newcomer */
+};
+
 /*
- * The listener's backlog is full of children still waiting for their MPA Request: drop the
- * oldest now rather than refuse the new connection. An Initiator sends its Request as soon
- * as TCP is up (RFC 5044 §7.1), so a peer that holds connections open without one cannot
- * keep the next legitimate connection out; it only loses its oldest. Dropped here, not by
- * arming its timer: uiw_cm_wq is ordered, so the timer would run only after this accept
- * loop, which would find the same child first again for every connection it accepts and
- * let the children outgrow the backlog. False if none could be dropped (its worker is
- * running): the new connection is refused then.
+ * The listener's backlog is full of children still waiting for their MPA Request: the oldest
+ * idle one goes rather than the new connection being refused. An Initiator sends its Request
+ * as soon as TCP is up (RFC 5044 §7.1), so a peer that holds connections open without one
+ * cannot keep the next legitimate connection out; it only loses its oldest. Only a child
+ * whose read has run (request_looked) and left no bytes unread is considered: until then its
+ * Request may be in its socket already or, with the Initiator on this host, be sent by work
+ * queued ahead of that read. A Request still on the wire is not seen; the Initiator's
+ * connection is reset then. Dropped here, not by arming its timer: uiw_cm_wq is ordered, so
+ * the timer would run only after this accept loop, which would find the same child first
+ * again for every connection it accepts and let the children outgrow the backlog.
+ * With drop false, only says whether the oldest looked child could go.
  */
-static bool uiw_cm_expire_oldest_child(struct uiw_cep *lcep)
+static enum uiw_child_room uiw_cm_make_room(struct uiw_cep *lcep, bool drop)
 {
 	struct uiw_dev *udev = lcep->udev;
-	struct uiw_cep *old;
-	bool expired = false;
+	enum uiw_child_room room;
+	struct uiw_cep *old = NULL, *c;
 
 	spin_lock_bh(&udev->cep_lock);
-	old = list_first_entry_or_null(&lcep->children, struct uiw_cep,
-				       child_entry);
-	if (old)
-		uiw_cep_get(old);
+	list_for_each_entry(c, &lcep->children, child_entry) {
+		if (READ_ONCE(c->request_looked)) {
+			old = c;
+			uiw_cep_get(old);
+			break;
+		}
+	}
 	spin_unlock_bh(&udev->cep_lock);
 	if (!old)
-		return false;
-	if (mutex_trylock(&old->lock)) {
-		if (old->state == UIW_CEP_AWAIT_MPAREQ) {
+		return UIW_ROOM_LATER;	/* every child's first read is still queued */
+	if (!mutex_trylock(&old->lock)) {
+		room = UIW_ROOM_NONE;
+	} else {
+		if (old->state != UIW_CEP_AWAIT_MPAREQ || !old->sock)
+			room = UIW_ROOM_NONE;
+		else if (skb_queue_empty_lockless(&old->sock->sk->sk_receive_queue))
+			room = UIW_ROOM_FREE;
+		else	/* bytes came after its read, and have their own read queued */
+			room = UIW_ROOM_LATER;
+		if (room == UIW_ROOM_FREE && drop)
 			uiw_cm_child_drop(old);
-			expired = true;
-		}
 		mutex_unlock(&old->lock);
 	}
 	uiw_cep_put(old);
-	return expired;
+	return room;
 }
 
 /*
- * Takes at most UIW_ACCEPT_BATCH connections, true if it stopped there (more may wait): the
- * caller queues the listener again, behind the work already queued. uiw_cm_wq is ordered
- * and serves every endpoint of every device, so a peer that connects as fast as it can must
- * not hold it: the MPA exchanges, timers and closes of other connections run in between.
+ * Takes at most UIW_ACCEPT_BATCH connections, true if it stopped there (more may wait) or if a
+ * full backlog waits for its children's reads: the caller queues the listener again, behind
+ * the work already queued. uiw_cm_wq is ordered and serves every endpoint of every device, so
+ * a peer that connects as fast as it can must not hold it: the MPA exchanges, timers and
+ * closes of other connections run in between.
  */
 bool uiw_cm_listen_accept(struct uiw_cep *lcep)
 {
@@ -209,6 +229,17 @@ bool uiw_cm_listen_accept(struct uiw_cep *lcep)
 
 		if (taken++ == UIW_ACCEPT_BATCH)
 			return true;
+		spin_lock_bh(&udev->cep_lock);
+		full = lcep->num_children >= lcep->backlog;
+		spin_unlock_bh(&udev->cep_lock);
+		/* A full listener makes room only for a connection that is there. */
+		if (full) {
+			if (!READ_ONCE(lcep->sock->sk->sk_ack_backlog))
+				break;
+			/* The newcomer waits in the accept queue for the children's reads. */
+			if (uiw_cm_make_room(lcep, false) == UIW_ROOM_LATER)
+				return true;
+		}
 		if (kernel_accept(lcep->sock, &s, O_NONBLOCK))
 			break;
 		/* Connect-on-RTR: only another host's uiw.ko may ask (uiw_rtr.c). */
@@ -217,10 +248,8 @@ bool uiw_cm_listen_accept(struct uiw_cep *lcep)
 			sock_release(s);
 			continue;
 		}
-		spin_lock_bh(&udev->cep_lock);
-		full = lcep->num_children >= lcep->backlog;
-		spin_unlock_bh(&udev->cep_lock);
-		if (!full || uiw_cm_expire_oldest_child(lcep))
+		/* Bytes that came meanwhile keep their child: the newcomer is refused. */
+		if (!full || uiw_cm_make_room(lcep, true) == UIW_ROOM_FREE)
 			cep = uiw_cep_alloc(udev);
 		if (!cep) {
 			sock_release(s);
@@ -469,6 +498,9 @@ void uiw_cm_read(struct uiw_cep *cep)
 	else
 		return;
 
+	/* A full listener may drop this child only after this (uiw_cm_expire_idle_child). */
+	if (request)
+		WRITE_ONCE(cep->request_looked, true);
 	/* Over SCTP the frame is a Session Control message (uiw_sctp.c). */
 	rv = uiw_cep_sctp(cep) ? uiw_sctp_recv_frame(cep, &cep->rx, request) :
 				 uiw_mpa_recv(cep->sock, &cep->rx, request);

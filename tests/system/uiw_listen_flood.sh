@@ -4,11 +4,15 @@
 # Listener backlog exhaustion (kernel/uiw_cm_conn.c): idle connections that never send an MPA
 # Request must not keep legitimate connections out. Before, a listener whose backlog was full
 # of such children closed every new connection, so ~130 idle connections renewed every 5 s
-# failed every legitimate connect; now the oldest idle child is dropped for the newcomer, and a
-# connect-on-RTR initiator whose connection is reset before any Reply retries.
+# failed every legitimate connect; now the oldest idle child (its read ran and found no MPA
+# Request) is dropped for the newcomer, and a connect-on-RTR initiator whose connection is reset
+# before any Reply retries. Only a child whose read has run is idle: with both ends in this VM,
+# rping's Request is sent by work queued behind the listener's accept loop, and dropping the
+# child before its read loses that Request ("RDMA_CM_EVENT_REJECTED, error -104").
 #   rdma_cm: nobody holds 130 idle connections to an `rping -s` listener (backlog 3) on uiw0
-#     while `rping -c -V` from uiw1 runs 20 verified pings: it must pass, and the listener's
-#     side never holds more than its backlog of children and TCP's accept queue.
+#     while `rping -c -V` from uiw1 runs 20 verified pings, then forty short connections to an
+#     `rping -s -P` on the same port: each must pass, and the listener's side never holds more
+#     than its backlog of children and TCP's accept queue.
 #   connect-on-RTR: root on the initiator's host (the only one who may bind the privileged
 #     source ports the service admits) holds 130 idle connections from ports 600-999 to the
 #     responder's rtr_port while `ibv_rc_pingpong -g 0 -c` runs: it must pass.
@@ -23,7 +27,7 @@ as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-
 EXIT_ACCEPT="rping_exit_race 20" # rping's own teardown race (lib.sh)
 start_bg cm-server rping -s -a "$UIW0_ADDR" -p 7940 -C 20 -S 2000 -V -v
 wait_cm_listen 7940
-start_bg cm-holder as_nobody /usr/bin/python3 holder.py "$UIW0_ADDR" 7940 130 40 "$UIW1_ADDR"
+start_bg cm-holder as_nobody /usr/bin/python3 holder.py "$UIW0_ADDR" 7940 130 60 "$UIW1_ADDR"
 # Meanwhile the listener's side holds at most its backlog of children (3) and TCP's accept
 # queue (backlog + 1): uiw.ko used to expire the oldest child by a timer that could run only
 # after its accept loop, which then found the same child for every connection it took.
@@ -41,10 +45,24 @@ for side in client server; do
   n=$(grep -c 'ping data: rdma-ping-' "cm-$side.log" || true)
   [ "$n" = 20 ] || { show "cm-$side" | tail -n 20; fail "rdma_cm $side: $n verified pings, want 20"; }
 done
+# Then short connections one after another to a persistent server on the same port, while the
+# holder keeps flooding it: each must get through with its pings verified.
+EXIT_ACCEPT="rping_exit_race 2"
+start_bg cm-many-server rping -s -P -a "$UIW0_ADDR" -p 7940 -C 2 -S 100 -V -v
+wait_cm_listen 7940
+for i in $(seq 40); do
+  run_fg "cm-many-$i" 60 rping -c -a "$UIW0_ADDR" -I "$UIW1_ADDR" -p 7940 -C 2 -S 100 -V -v
+  n=$(grep -c 'ping data: rdma-ping-' "cm-many-$i.log" || true)
+  [ "$n" = 2 ] || { show "cm-many-$i"; fail "short connection $i: $n verified pings, want 2"; }
+done
+kill "${BG_PID[cm-many-server]}" 2>/dev/null || true
+wait "${BG_PID[cm-many-server]}" 2>/dev/null || true
+unset "BG_PID[cm-many-server]"
 unset EXIT_ACCEPT
+kill -0 "${BG_PID[cm-holder]}" 2>/dev/null || log "the holder ended before the last short connection"
 wait_bg cm-holder 60
 show cm-holder
-log "PASS rdma_cm listener: 20 x 2000 bytes verified beside $(grep -o 'at most.*' cm-holder.log)"
+log "PASS rdma_cm listener: 20 x 2000 bytes and 40 short connections verified beside $(grep -o 'at most.*' cm-holder.log)"
 
 # The RTR service listens only while a responder QP waits in RTR: the holder starts first and
 # fills the listener as soon as it appears.
