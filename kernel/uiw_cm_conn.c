@@ -498,7 +498,7 @@ void uiw_cm_read(struct uiw_cep *cep)
 	else
 		return;
 
-	/* A full listener may drop this child only after this (uiw_cm_expire_idle_child). */
+	/* A full listener may drop this child only after this (uiw_cm_make_room). */
 	if (request)
 		WRITE_ONCE(cep->request_looked, true);
 	/* Over SCTP the frame is a Session Control message (uiw_sctp.c). */
