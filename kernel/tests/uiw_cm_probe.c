@@ -20,7 +20,7 @@
  * sends, then stay until killed).
  *
  * Output lines are "key: value" for the test script; exit status 0 = the flow completed.
- * Build: gcc -O2 -Wall -I kernel-abi -o uiw_cm_probe kernel/tests/uiw_cm_probe.c
+ * Build: the CMake target uiw_cm_probe (into build/bin), which the system tests use.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

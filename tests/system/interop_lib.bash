@@ -63,11 +63,6 @@ uiw_defaults() {
   return 0
 }
 
-allow_local_restore() {
-  local k
-  for k in "${!UIW_SAVED_SYSCTL[@]}"; do sysctl -qw "net.ipv4.conf.$k=${UIW_SAVED_SYSCTL[$k]}"; done
-}
-
 # cm_check_pair NAME SERVER_ADDR SERVER_ACTION CLIENT_ADDR CLIENT_ACTION PORT: uiw_cm_check's
 # server (in the background, on PORT) and its client, each with its action; both print PASS.
 cm_check_pair() {
@@ -84,15 +79,11 @@ cm_check_pair() {
 # interop_setup: sysctls for cross-device rdma_cm in one namespace, uiw.ko defaults on exit.
 interop_setup() {
   allow_local_sources
-  sysctl -qw net.ipv4.conf.all.accept_local=1
   trap 'uiw_defaults; allow_local_restore' EXIT
 }
 
-# term_build: builds uiw_term_check (providers/uiw/tests) as ./term.
-term_build() {
-  gcc -O2 -Wall -o term "$UIW_ROOT/providers/uiw/tests/uiw_term_check.c" -lrdmacm -libverbs ||
-    fail "cannot build uiw_term_check"
-}
+# term_build: uiw_term_check (providers/uiw/tests) as ./term.
+term_build() { test_program uiw_term_check term; }
 
 # term_pair NAME SERVER_ADDR CLIENT_ADDR PORT CLIENT_MODE [SERVER_MODE]: one uiw_term_check
 # connection (see its header for the modes); both sides must exit 0 and print PASS.
@@ -135,7 +126,7 @@ interop_netns() {
 # have its QP on SERVER_DEV and the client's on CLIENT_DEV (the process names tell them apart:
 # each side runs under its own name via a symlink).
 perftest_devices() {
-  local name=$1 tool=$2 sdev=$3 saddr=$4 cdev=$5 caddr=$6 port=$7 i swrap cwrap
+  local name=$1 tool=$2 sdev=$3 saddr=$4 cdev=$5 caddr=$6 port=$7 swrap cwrap
   netns_of "$sdev" && swrap=("${NETNS_EXEC[@]}")
   netns_of "$cdev" && cwrap=("${NETNS_EXEC[@]}")
   ln -sf "$(command -v "$tool")" "./srv_$tool"
@@ -145,11 +136,14 @@ perftest_devices() {
   wait_dev_listen "$sdev" "$port"
   start_bg "$name-client" "${cwrap[@]}" "./cli_$tool" -R -d "$cdev" -p "$port" -D 3 -F \
     --source_ip "$caddr" "$saddr"
+  # Sampled for as long as the client lives (its QPs live no longer), and once after.
   : >"$name.qps"
-  for ((i = 0; i < 40; i++)); do
+  local end=$((SECONDS + 60))
+  while kill -0 "${BG_PID[$name-client]}" 2>/dev/null && ((SECONDS < end)); do
     rdma res show qp >>"$name.qps" 2>/dev/null || true
-    sleep 0.1
+    nap 0.1
   done
+  rdma res show qp >>"$name.qps" 2>/dev/null || true
   wait_bg "$name-client" 60
   wait_bg "$name-server" 60
   local side comm dev
@@ -214,12 +208,12 @@ interop_perftest() {
 # wire_start NAME FILTER: captures lo into NAME.pcapng; returns once dumpcap says
 # "Capturing on".
 wire_start() {
-  local name=$1 i
+  local name=$1 end=$((SECONDS + 61))
   start_bg "$name-dumpcap" dumpcap -q -i lo -f "$2" -w "$name.pcapng"
-  for ((i = 0; i < 600; i++)); do
+  while ((SECONDS < end)); do
     grep -q 'Capturing on' "$name-dumpcap.log" && return 0
     kill -0 "${BG_PID[$name-dumpcap]}" 2>/dev/null || break
-    sleep 0.1
+    nap 0.1
   done
   show "$name-dumpcap"
   fail "dumpcap on lo did not start capturing"

@@ -182,6 +182,14 @@ wait_bg() {
   log "$name exited $rc"
 }
 
+# test_program PROGRAM AS: the system tests' C program PROGRAM, which CMake builds into
+# $UIW_BUILD/bin (providers/uiw/CMakeLists.txt), copied into the working directory as ./AS (the
+# process name a test looks for; a working directory that `nobody` may run it from).
+test_program() {
+  cp "$UIW_BUILD/bin/$1" "./$2" ||
+    fail "$UIW_BUILD/bin/$1 missing: cmake --build \$UIW_BUILD --target $1"
+}
+
 # run_fg NAME SECS CMD...: runs CMD with a time limit, output in NAME.log; fails the test on a
 # non-zero exit (unless EXIT_ACCEPT accepts it) or a timeout. A command still running at SECS is
 # shown where it waits (show_hung) before it is stopped; timeout(1) is only the backstop that
@@ -222,7 +230,7 @@ wait_cm_listen() {
   local end=$((SECONDS + secs))
   while [ $SECONDS -lt $end ]; do
     cm_listening "$port" && return 0
-    sleep 0.2
+    nap 0.2
   done
   rdma res show cm_id >&2 || true
   ss -Hln -t --sctp >&2 || true
@@ -303,14 +311,15 @@ netns_of() {
 # reports REJECTED, -ECONNREFUSED). uiw and siw bind a wildcard listener to their netdev, so
 # ss shows it as ADDR%NETDEV:PORT.
 wait_dev_listen() {
-  local dev=$1 port=$2 nd i run_in
+  local dev=$1 port=$2 nd run_in
   netns_of "$dev" && run_in=("${NETNS_EXEC[@]}")
   netdev_in_links "$dev" "$("${run_in[@]}" rdma link show "$dev/1" 2>/dev/null)"
   nd=$NETDEV
   [ -n "$nd" ] || fail "wait_dev_listen: no netdev for $dev"
-  for ((i = 0; i < 150; i++)); do
+  local end=$((SECONDS + 31))
+  while ((SECONDS < end)); do
     [[ $("${run_in[@]}" ss -Hln -t --sctp "sport = :$port") == *"%$nd:$port "* ]] && return 0
-    sleep 0.2
+    nap 0.2
   done
   "${run_in[@]}" ss -Hln -t --sctp "sport = :$port" >&2 || true
   show_exited_bg
@@ -392,10 +401,10 @@ show_running_bg() {
 # wait_tcp_listen PORT: waits until something listens on TCP PORT (ibv_rc_pingpong's own
 # socket, for example): a server under TCG can take seconds to start.
 wait_tcp_listen() {
-  local i
-  for ((i = 0; i < 150; i++)); do
+  local end=$((SECONDS + 31))
+  while ((SECONDS < end)); do
     [ -n "$(ss -Hltn "sport = :$1")" ] && return 0
-    sleep 0.2
+    nap 0.2
   done
   show_exited_bg
   fail "nothing listens on TCP port $1"
@@ -403,10 +412,10 @@ wait_tcp_listen() {
 
 # wait_log NAME REGEX SECS: until NAME.log has a line matching the extended REGEX.
 wait_log() {
-  local i
-  for ((i = 0; i < $3 * 5; i++)); do
+  local end=$((SECONDS + $3 + 1))
+  while ((SECONDS < end)); do
     grep -Eq -- "$2" "$1.log" 2>/dev/null && return 0
-    sleep 0.2
+    nap 0.2
   done
   show "$1"
   fail "$1: no /$2/ within $3 s"

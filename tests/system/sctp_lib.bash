@@ -28,15 +28,17 @@ sctp_expect_chunks() {
   log "$3: $((now - $1)) unordered SCTP DATA chunks"
 }
 
-# sctp_capture_start / sctp_capture_stop: a tshark capture of SCTP on lo (the uiw addresses
-# are all local) into cap.pcapng; needs tshark.
+# sctp_capture_start / sctp_capture_stop: a capture of SCTP on lo (the uiw addresses are all
+# local) into cap.pcapng, decoded afterwards with tshark. dumpcap captures: tshark's own start
+# loads its dissector tables, tens of seconds under TCG.
 sctp_capture_start() {
   command -v tshark >/dev/null || fail "tshark is not installed"
-  start_bg capture tshark -n -i lo -f sctp -w cap.pcapng
-  local i
-  for i in $(seq 1 100); do # tshark under TCG takes seconds to start capturing
+  start_bg capture dumpcap -q -i lo -f sctp -w cap.pcapng
+  local end=$((SECONDS + 21))
+  while ((SECONDS < end)); do
     grep -q "Capturing on" capture.log 2>/dev/null && return 0
-    sleep 0.2
+    kill -0 "${BG_PID[capture]}" 2>/dev/null || break
+    nap 0.2
   done
   show capture
   fail "tshark did not start capturing"

@@ -12,8 +12,7 @@
 # queued more than the 8 MiB allowed (12 MiB); about 30 s under TCG (280000 calls a second).
 source "$UIW_ROOT/tests/system/lib.sh"
 
-gcc -O2 -Wall -Wextra -Werror -Wno-unused-function -I "$UIW_ROOT/kernel-abi" -o event_flood \
-  "$UIW_ROOT/providers/uiw/tests/uiw_event_flood.c" -libverbs || fail "cannot build uiw_event_flood"
+test_program uiw_event_flood event_flood
 chmod 755 . event_flood
 run_fg flood 800 setpriv --reuid=nobody --regid=nogroup --clear-groups \
   ./event_flood "$UIW0_DEV" "${UIW_EVENT_FLOOD_N:-2000000}"

@@ -10,8 +10,7 @@
 # guard bytes checked.
 source "$UIW_ROOT/tests/system/lib.sh"
 
-gcc -O2 -Wall -Wextra -Werror -o ext_check "$UIW_ROOT/providers/uiw/tests/uiw_ext_check.c" \
-  -libverbs || fail "cannot build uiw_ext_check"
+test_program uiw_ext_check ext_check
 run_fg two-devices 300 ./ext_check "$UIW0_DEV" 0 "$UIW1_DEV" 0
 expect two-devices '^PASS$'
 show two-devices

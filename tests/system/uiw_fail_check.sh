@@ -10,8 +10,7 @@
 # exiting with a live connection (QP fatal, receive flushed, no Terminate).
 source "$UIW_ROOT/tests/system/lib.sh"
 
-gcc -O2 -Wall -Wextra -Werror -o fail_check "$UIW_ROOT/providers/uiw/tests/uiw_fail_check.c" \
-  -libverbs || fail "cannot build uiw_fail_check"
+test_program uiw_fail_check fail_check
 run_fg two-devices 300 ./fail_check "$UIW0_DEV" 0 "$UIW1_DEV" 0
 expect two-devices '^PASS$'
 show two-devices

@@ -9,8 +9,7 @@
 source "$UIW_ROOT/tests/system/lib.sh"
 
 dmesg_start=$(dmesg | wc -l)
-gcc -O2 -Wall -I "$UIW_ROOT/kernel-abi" -o probe "$UIW_ROOT/kernel/tests/uiw_cm_probe.c" ||
-  fail "cannot build uiw_cm_probe"
+test_program uiw_cm_probe probe
 dev=$UIW1_DEV a4=$UIW1_ADDR a6=$UIW1_ADDR6
 params=/sys/module/uiw/parameters
 

@@ -7,8 +7,7 @@
 source "$UIW_ROOT/tests/system/lib.sh"
 
 dmesg_start=$(dmesg | wc -l)
-gcc -O2 -Wall -I "$UIW_ROOT/kernel-abi" -o probe "$UIW_ROOT/kernel/tests/uiw_cm_probe.c" ||
-  fail "cannot build uiw_cm_probe"
+test_program uiw_cm_probe probe
 ns=uiwtns
 cleanup() { ip netns del $ns 2>/dev/null || true; }
 trap cleanup EXIT

@@ -8,9 +8,7 @@
 # copy and, when it failed, free the QP under the reference iw_cm had taken meanwhile. About 10 s.
 source "$UIW_ROOT/tests/system/lib.sh"
 
-gcc -O2 -Wall -Wextra -Werror -Wno-unused-function -I "$UIW_ROOT/kernel-abi" -o qpn_publish \
-  "$UIW_ROOT/providers/uiw/tests/uiw_qpn_publish_check.c" -libverbs -lrdmacm -lpthread ||
-  fail "cannot build uiw_qpn_publish_check"
+test_program uiw_qpn_publish_check qpn_publish
 # The id connects to its own address: nothing listens on the port, so the live QP's connect
 # attempt fails later, which is not checked. (Resolving uiw0's address from uiw1's timed out,
 # ADDR_ERROR -110, when this ran first in a boot.)

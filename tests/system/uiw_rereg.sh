@@ -7,8 +7,7 @@
 # window refused, remote write removed (the next Write refused, the buffer unchanged).
 source "$UIW_ROOT/tests/system/lib.sh"
 
-gcc -O2 -Wall -Wextra -Werror -pthread -o rereg_check \
-  "$UIW_ROOT/providers/uiw/tests/uiw_rereg_check.c" -libverbs || fail "cannot build uiw_rereg_check"
+test_program uiw_rereg_check rereg_check
 run_fg two-devices 240 ./rereg_check "$UIW0_DEV" 0 "$UIW1_DEV" 0
 expect two-devices '^PASS$'
 show two-devices

@@ -10,8 +10,7 @@
 # with both QPs fatal and the target unchanged.
 source "$UIW_ROOT/tests/system/lib.sh"
 
-gcc -O2 -Wall -Wextra -Werror -o rfc7306_check "$UIW_ROOT/providers/uiw/tests/uiw_rfc7306_check.c" \
-  -libverbs || fail "cannot build uiw_rfc7306_check"
+test_program uiw_rfc7306_check rfc7306_check
 run_fg two-devices 300 ./rfc7306_check "$UIW0_DEV" 0 "$UIW1_DEV" 0
 expect two-devices '^PASS$'
 show two-devices

@@ -9,9 +9,7 @@
 # and the second pair's responder failed with EADDRINUSE. About 10 s.
 source "$UIW_ROOT/tests/system/lib.sh"
 
-gcc -O2 -Wall -Wextra -Werror -Wno-unused-function -o port_hold \
-  "$UIW_ROOT/providers/uiw/tests/uiw_rtr_port_hold_check.c" -libverbs ||
-  fail "cannot build uiw_rtr_port_hold_check"
+test_program uiw_rtr_port_hold_check port_hold
 chmod 755 . port_hold
 run_fg hold 120 setpriv --reuid=nobody --regid=nogroup --clear-groups \
   ./port_hold "$UIW0_DEV" "$(cat /sys/module/uiw/parameters/rtr_port)"

@@ -8,9 +8,7 @@
 # reference was lost, so the listener stayed on rtr_port after every QP was gone. About 15 s.
 source "$UIW_ROOT/tests/system/lib.sh"
 
-gcc -O2 -Wall -Wextra -Werror -Wno-unused-function -o rtr_race \
-  "$UIW_ROOT/providers/uiw/tests/uiw_rtr_race_check.c" -libverbs -lpthread ||
-  fail "cannot build uiw_rtr_race_check"
+test_program uiw_rtr_race_check rtr_race
 service=$(cat /sys/module/uiw/parameters/rtr_port)
 before=$(ss -Hltn "sport = :$service")
 [ -z "$before" ] || fail "something listens on the RTR service port before the test: $before"

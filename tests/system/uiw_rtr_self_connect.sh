@@ -12,8 +12,7 @@
 # initiator moving to RTR before its responder, and verifies a Send on each.
 source "$UIW_ROOT/tests/system/lib.sh"
 
-gcc -O2 -Wall -Wextra -Werror -o rtr_pairs "$UIW_ROOT/providers/uiw/tests/uiw_rtr_pairs_check.c" \
-  -libverbs || fail "cannot build uiw_rtr_pairs_check"
+test_program uiw_rtr_pairs_check rtr_pairs
 service=$(cat /sys/module/uiw/parameters/rtr_port)
 [ "$service" = 747 ] || fail "rtr_port is $service, this test assumes 747"
 # uiw.ko binds without SO_REUSEADDR: a port bound by any socket is refused to it, and so is one

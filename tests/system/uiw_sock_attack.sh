@@ -11,8 +11,7 @@
 # fails the test on any kernel complaint; the module is reloaded and the links re-added.
 source "$UIW_ROOT/tests/system/lib.sh"
 
-gcc -O2 -Wall -Wextra -Werror -o sock_attack "$UIW_ROOT/providers/uiw/tests/uiw_sock_attack.c" \
-  -libverbs || fail "cannot build uiw_sock_attack"
+test_program uiw_sock_attack sock_attack
 grep -q 'slub_debug=FZP' /proc/cmdline || fail "the guest did not boot with slub_debug=FZP"
 
 for side in a b; do
