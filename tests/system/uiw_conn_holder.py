@@ -1,23 +1,27 @@
 #!/usr/bin/env python3
 """Holds idle TCP connections to a uiw listener (tests/system/uiw_listen_flood.sh).
 
-usage: uiw_conn_holder.py DST_ADDR DST_PORT COUNT SECONDS SRC_ADDR [SRC_PORT_MIN SRC_PORT_MAX]
+usage: uiw_conn_holder.py DST_ADDR DST_PORT COUNT SECONDS STOP_FILE SRC_ADDR [SRC_PORT_MIN SRC_PORT_MAX]
 
-For SECONDS: keeps COUNT connections from SRC_ADDR to DST_ADDR:DST_PORT open without sending a
-byte (an MPA Request never comes), renewing every one that the listener drops; with a source
-port range (root: connect-on-RTR admits only privileged source ports) binds each to a port of
-it. Prints one summary line, "holder: ...", and exits 0.
+For SECONDS, or until STOP_FILE exists: keeps COUNT connections from SRC_ADDR to
+DST_ADDR:DST_PORT open without sending a byte (an MPA Request never comes), renewing every one
+that the listener drops; with a source port range (root: connect-on-RTR admits only privileged
+source ports) binds each to a port of it. Prints "holder: started" when it begins to connect,
+then one summary line, "holder: ...", and exits 0.
 """
+import os
 import socket
 import sys
 import time
 
-dst, dport, count, secs, src = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
-ports = range(int(sys.argv[6]), int(sys.argv[7]) + 1) if len(sys.argv) > 7 else None
+dst, dport, count, secs, stop_file, src = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
+                                           float(sys.argv[4]), sys.argv[5], sys.argv[6])
+ports = range(int(sys.argv[7]), int(sys.argv[8]) + 1) if len(sys.argv) > 8 else None
 
 held, opened, dropped, next_port, most = [], 0, 0, 0, 0
 end = time.time() + secs
-while time.time() < end:
+print("holder: started", flush=True)
+while time.time() < end and not os.path.exists(stop_file):
     while len(held) < count and time.time() < end:
         s = socket.socket()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -27,7 +27,8 @@ as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-
 EXIT_ACCEPT="rping_exit_race 20" # rping's own teardown race (lib.sh)
 start_bg cm-server rping -s -a "$UIW0_ADDR" -p 7940 -C 20 -S 2000 -V -v
 wait_cm_listen 7940
-start_bg cm-holder as_nobody /usr/bin/python3 holder.py "$UIW0_ADDR" 7940 130 60 "$UIW1_ADDR"
+start_bg cm-holder as_nobody /usr/bin/python3 holder.py "$UIW0_ADDR" 7940 130 300 cm-holder.stop "$UIW1_ADDR"
+wait_log cm-holder '^holder: started' 60
 # Meanwhile the listener's side holds at most its backlog of children (3) and TCP's accept
 # queue (backlog + 1): uiw.ko used to expire the oldest child by a timer that could run only
 # after its accept loop, which then found the same child for every connection it took.
@@ -59,23 +60,27 @@ kill "${BG_PID[cm-many-server]}" 2>/dev/null || true
 wait "${BG_PID[cm-many-server]}" 2>/dev/null || true
 unset "BG_PID[cm-many-server]"
 unset EXIT_ACCEPT
-kill -0 "${BG_PID[cm-holder]}" 2>/dev/null || log "the holder ended before the last short connection"
+# The flood lasted until the last short connection: the holder is still there to be stopped.
+kill -0 "${BG_PID[cm-holder]}" 2>/dev/null || { show cm-holder; fail "the holder ended before the last short connection"; }
+: >cm-holder.stop
 wait_bg cm-holder 60
 show cm-holder
 log "PASS rdma_cm listener: 20 x 2000 bytes and 40 short connections verified beside $(grep -o 'at most.*' cm-holder.log)"
 
 # The RTR service listens only while a responder QP waits in RTR: the holder starts first and
 # fills the listener as soon as it appears.
-start_bg rtr-holder /usr/bin/python3 holder.py "$UIW1_ADDR" "$rtr_port" 130 60 "$UIW0_ADDR" 600 999
+start_bg rtr-holder /usr/bin/python3 holder.py "$UIW1_ADDR" "$rtr_port" 130 300 rtr-holder.stop "$UIW0_ADDR" 600 999
 start_bg rtr-server ibv_rc_pingpong -d "$UIW1_DEV" -g 0 -p 18660 -c -n 100
 wait_tcp_listen 18660
-sleep 8
+wait_log rtr-holder '^holder: started' 60
 run_fg rtr-client 300 ibv_rc_pingpong -d "$UIW0_DEV" -g 0 -p 18660 -c -n 100 "$UIW1_ADDR"
 wait_bg rtr-server 60
 for side in client server; do
   expect "rtr-$side" '100 iters in ' "connect-on-RTR $side did not finish"
 done
-wait_bg rtr-holder 90
+kill -0 "${BG_PID[rtr-holder]}" 2>/dev/null || { show rtr-holder; fail "the holder ended before the pingpong did"; }
+: >rtr-holder.stop
+wait_bg rtr-holder 60
 show rtr-holder
 log "PASS connect-on-RTR: $(grep -h ' iters in ' rtr-client.log) beside $(grep -o 'at most.*' rtr-holder.log)"
 echo "PASS: idle connections do not keep legitimate ones out"
