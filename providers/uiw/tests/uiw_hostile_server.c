@@ -208,9 +208,10 @@ static int serve(struct rdma_event_channel* ch, struct rdma_cm_id* id, const str
 
   set_nonblock(id->verbs->async_fd);
   time_t last = time(NULL);
-  int ended = 0;
+  int ended = 0, completed = 0, n;
   while (!ended && time(NULL) - last < o->idle_secs) {
-    if (drain_cq(cq) > 0) {
+    if ((n = drain_cq(cq)) > 0) {
+      completed += n;
       last = time(NULL);
       print_qp_state(id->qp);
     }
@@ -233,11 +234,14 @@ static int serve(struct rdma_event_channel* ch, struct rdma_cm_id* id, const str
   if (!ended) printf("idle %ds\n", o->idle_secs);
   print_qp_state(id->qp);
   rdma_disconnect(id);
-  // Flushed completions reach the CQ after the QP enters ERR; give the provider a moment.
-  for (int i = 0; i < 20; i++) {
-    drain_cq(cq);
+  // Flushed completions reach the CQ after the QP enters ERR: wait (up to 1 s) until every
+  // posted receive has completed, once each, then a moment more for the async event.
+  completed += drain_cq(cq);
+  for (int i = 0; i < 20 && completed < o->recvs; i++) {
     usleep(50000);
+    completed += drain_cq(cq);
   }
+  usleep(50000);
   drain_async(id->verbs);
   print_qp_state(id->qp);
   int bad = 0;
