@@ -18,21 +18,23 @@ as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-
 cp "$UIW_ROOT/tests/system/uiw_rtr_attacker.py" attacker.py
 chmod 755 . attacker.py
 
-run_round() { # NAME PORT SECONDS: the attacker for SECONDS beside one verified pingpong
-  local name=$1 port=$2 secs=$3 i
-  start_bg "$name-attacker" as_nobody /usr/bin/python3 attacker.py "$UIW0_ADDR" "$UIW1_ADDR" "$rtr_port" "$secs" 130
+run_round() { # NAME PORT: the attacker beside one verified pingpong, from before it until after
+  local name=$1 port=$2 i
+  start_bg "$name-attacker" as_nobody /usr/bin/python3 attacker.py "$UIW0_ADDR" "$UIW1_ADDR" "$rtr_port" 300 130 "$name.stop"
   # The pingpong starts once the attacker watches (its start under TCG takes seconds when the
   # host is busy) and lasts seconds, several of the attacker's looks at `rdma res`.
   for ((i = 0; i < 300; i++)); do
     grep -q '^attacker: watching' "$name-attacker.log" && break
-    sleep 0.2
+    nap 0.2
   done
   grep -q '^attacker: watching' "$name-attacker.log" || fail "$name: the attacker did not start"
   start_bg "$name-server" ibv_rc_pingpong -d "$UIW1_DEV" -g 0 -p "$port" -c -n 2000
   wait_tcp_listen "$port"
   run_fg "$name-client" 300 ibv_rc_pingpong -d "$UIW0_DEV" -g 0 -p "$port" -c -n 2000 "$UIW1_ADDR"
   wait_bg "$name-server" 120
-  wait_bg "$name-attacker" $((secs + 120))
+  kill -0 "${BG_PID[$name-attacker]}" 2>/dev/null || fail "$name: the attacker ended before the pingpong did"
+  : >"$name.stop"
+  wait_bg "$name-attacker" 120
   for side in server client; do
     expect "$name-$side" '2000 iters in ' "$name: the pingpong $side did not finish"
     if grep -Eiq 'fail|error|mismatch|couldn' "$name-$side.log"; then
@@ -51,8 +53,8 @@ run_round() { # NAME PORT SECONDS: the attacker for SECONDS beside one verified 
   log "$name: pingpong $(grep -h ' iters in ' "$name-client.log")"
 }
 
-run_round round1 18651 25
-run_round round2 18652 25
+run_round round1 18651
+run_round round2 18652
 
 # A process in another network namespace sees the devices (rdma's shared netns mode) but may
 # not have uiw.ko connect for it in the netdevs' namespace: its RTR modify fails (EPERM).

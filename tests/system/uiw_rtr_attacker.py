@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """An unprivileged local user against uiw.ko's connect-on-RTR service (tests/system/uiw_rtr_attack.sh).
 
-usage: uiw_rtr_attacker.py INITIATOR_ADDR RESPONDER_ADDR RTR_PORT SECONDS IDLE
+usage: uiw_rtr_attacker.py INITIATOR_ADDR RESPONDER_ADDR RTR_PORT SECONDS IDLE STOP_FILE
 
-For SECONDS: binds the service port (on the responder's, the initiator's and the wildcard
+For SECONDS, or until STOP_FILE exists: binds the service port (on the responder's, the initiator's and the wildcard
 address) and a privileged source port, which must all fail with EACCES; keeps IDLE connections
 to the service open (renewing any that die); and sends hand-made MPA Requests from the
 initiator's address naming every pair of QPNs `rdma res show qp` lists, counting the bytes the
@@ -11,6 +11,7 @@ service answers. Prints one summary line, "attacker: ...", and exits 0 when it c
 """
 import errno
 import json
+import os
 import socket
 import struct
 import subprocess
@@ -18,6 +19,7 @@ import sys
 import time
 
 init_addr, resp_addr, port, secs, idle = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+stop_file = sys.argv[6]
 
 
 def gid(addr):
@@ -58,7 +60,7 @@ for name, addr, p in (("service port on the responder address", resp_addr, port)
 idle_socks, requests, answered, answered_bytes, seen_qpns = [], 0, 0, 0, set()
 end = time.time() + secs
 print("attacker: watching", flush=True)  # the victim starts only now (uiw_rtr_attack.sh)
-while time.time() < end:
+while time.time() < end and not os.path.exists(stop_file):
     # Keep IDLE connections open to the service.
     idle_socks = [s for s in idle_socks if s.fileno() >= 0]
     while len(idle_socks) < idle:
