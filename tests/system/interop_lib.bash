@@ -316,8 +316,13 @@ wire_show_bad() {
   fi
 }
 
-# wire_field STREAMLINE KEY: the value of KEY= in a NAME.streams line.
-wire_field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
+# wire_ns SECS.FRACTION: the time in integer nanoseconds, in NS (bash has no fractions).
+wire_ns() {
+  local frac=""
+  [[ $1 == *.* ]] && frac=${1#*.}
+  frac=${frac}000000000
+  NS=$((10#${1%%.*} * 1000000000 + 10#${frac:0:9}))
+}
 
 # wire_check NAME LABEL PORT K CRC MARKERS ALLOWED REQUIRED: checks the K-th stream (1-based,
 # capture order) to server PORT in NAME.streams, or with K=T0-T1 the last one that started
@@ -328,46 +333,65 @@ wire_field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
 # field then carries no CRC); MARKERS=1: M in both frames (each side asked the other for
 # Markers) and Markers decoded; every decoded opcode in ALLOWED, every one of REQUIRED present
 # (|-separated RFC 5040 Figure 4 names). Logs one summary line.
+# Builtins only: each of its checks as a process (sed per field, grep per opcode) cost about 30
+# process starts a stream, seconds under TCG.
 wire_check() {
-  local name=$1 label=$2 port=$3 k=$4 crc=$5 markers=$6 allowed=$7 required=$8 l o ops
+  local name=$1 label=$2 port=$3 k=$4 crc=$5 markers=$6 allowed=$7 required=$8 l="" line n=0
+  local lo hi NS w o
+  local -A f=() seen=()
+  local -a words
   if [[ $k == *-* ]]; then
-    l=$(awk -v p="port=$port" -v a="${k%-*}" -v b="${k#*-}" \
-      '$2 == p { t = substr($3, 4) + 0; if (t >= a && t <= b) l = $0 } END { print l }' "$name.streams")
-  else
-    l=$(grep " port=$port " "$name.streams" | sed -n "${k}p")
+    wire_ns "${k%-*}" && lo=$NS
+    wire_ns "${k#*-}" && hi=$NS
   fi
+  while IFS= read -r line; do
+    [[ " $line " == *" port=$port "* ]] || continue
+    if [[ $k == *-* ]]; then
+      [[ $line =~ \ t0=([0-9.]+)\  ]] && wire_ns "${BASH_REMATCH[1]}" && ((NS >= lo && NS <= hi)) &&
+        l=$line
+    elif ((++n == k)); then
+      l=$line
+      break
+    fi
+  done <"$name.streams"
   [ -n "$l" ] || fail "$label: no stream number $k to port $port in the capture"
-  [ "$(wire_field "$l" req)" = 1 ] && [ "$(wire_field "$l" rep)" = 1 ] ||
+  read -ra words <<<"$l"
+  for w in "${words[@]}"; do f[${w%%=*}]=${w#*=}; done
+  [ "${f[req]}" = 1 ] && [ "${f[rep]}" = 1 ] ||
     fail "$label: the MPA dissector did not find one Request and one Reply ($l)"
-  [ "$(wire_field "$l" malformed)$(wire_field "$l" experr)" = 00 ] || fail "$label: malformed/expert errors ($l)"
-  [ "$(wire_field "$l" fpdu)" -gt 0 ] || fail "$label: no FPDU decoded ($l)"
+  [ "${f[malformed]}${f[experr]}" = 00 ] || fail "$label: malformed/expert errors ($l)"
+  [ "${f[fpdu]}" -gt 0 ] || fail "$label: no FPDU decoded ($l)"
   if [ "$crc" != 0 ]; then
-    [ "$(wire_field "$l" creq)$(wire_field "$l" crep)" != 00 ] || fail "$label: CRC flag in neither MPA frame ($l)"
-    [ "$crc" = 1 ] || [ "$(wire_field "$l" creq)$(wire_field "$l" crep)" = 11 ] ||
+    [ "${f[creq]}${f[crep]}" != 00 ] || fail "$label: CRC flag in neither MPA frame ($l)"
+    [ "$crc" = 1 ] || [ "${f[creq]}${f[crep]}" = 11 ] ||
       fail "$label: CRC flag not in both MPA frames ($l)"
-    [ "$(wire_field "$l" bad)" = 0 ] || fail "$label: FPDU CRCs the dissector computed differently ($l)"
-    [ "$(wire_field "$l" good)" -gt 0 ] && [ "$(wire_field "$l" raw)" = 0 ] ||
+    [ "${f[bad]}" = 0 ] || fail "$label: FPDU CRCs the dissector computed differently ($l)"
+    [ "${f[good]}" -gt 0 ] && [ "${f[raw]}" = 0 ] ||
       fail "$label: FPDU CRCs not all verified ($l)"
   else
-    [ "$(wire_field "$l" creq)$(wire_field "$l" crep)" = 00 ] || fail "$label: CRC flag set ($l)"
-    [ "$(wire_field "$l" good)$(wire_field "$l" bad)" = 00 ] || fail "$label: CRCs checked although off ($l)"
+    [ "${f[creq]}${f[crep]}" = 00 ] || fail "$label: CRC flag set ($l)"
+    [ "${f[good]}${f[bad]}" = 00 ] || fail "$label: CRCs checked although off ($l)"
   fi
   if [ "$markers" = 1 ]; then
-    [ "$(wire_field "$l" mreq)$(wire_field "$l" mrep)" = 11 ] || fail "$label: Marker flag not in both MPA frames ($l)"
-    [ "$(wire_field "$l" markers)" -gt 0 ] || fail "$label: no Marker decoded ($l)"
+    [ "${f[mreq]}${f[mrep]}" = 11 ] || fail "$label: Marker flag not in both MPA frames ($l)"
+    [ "${f[markers]}" -gt 0 ] || fail "$label: no Marker decoded ($l)"
   else
-    [ "$(wire_field "$l" mreq)$(wire_field "$l" mrep)$(wire_field "$l" markers)" = 000 ] ||
+    [ "${f[mreq]}${f[mrep]}${f[markers]}" = 000 ] ||
       fail "$label: Markers although not negotiated ($l)"
   fi
-  ops=$(wire_field "$l" ops | tr ',' '\n' | sed 's/:.*//; s/_/ /g')
-  while IFS= read -r o; do
-    [ -z "$o" ] || grep -Eqx "$allowed" <<<"$o" || fail "$label: unexpected RDMAP opcode '$o' ($l)"
-  done <<<"$ops"
-  if [ -n "$required" ]; then
-    while IFS= read -r o; do
-      grep -qx "$o" <<<"$ops" || fail "$label: no $o decoded ($l)"
-    done < <(tr '|' '\n' <<<"$required")
-  fi
+  # ops=Name:count,...; names with "_" for spaces, as RFC 5040 Figure 4 spells them with spaces.
+  IFS=, read -ra words <<<"${f[ops]:-}"
+  for w in "${words[@]}"; do
+    o=${w%%:*}
+    o=${o//_/ }
+    [ -n "$o" ] || continue
+    [[ $o =~ ^($allowed)$ ]] || fail "$label: unexpected RDMAP opcode '$o' ($l)"
+    seen[$o]=1
+  done
+  IFS='|' read -ra words <<<"$required"
+  for o in "${words[@]}"; do
+    [ -n "${seen[$o]:-}" ] || fail "$label: no $o decoded ($l)"
+  done
   log "$label: $l"
 }
 
