@@ -1,10 +1,13 @@
 """Runs rdma-core's installed pyverbs suite like its run_tests.py does (same argument parser,
-same test loading), with two additions: a per-test time limit, so a test blocked forever in a
-verbs call (e.g. waiting for a completion event that never comes) fails alone instead of
-hanging the run; and RDMATestCase's two lookups of a device's netdev and its address, which
-start an `ls` and an `ip` process for every GID in every test's setUp (under the test VM's TCG
-a process start costs 0.1-0.3 s), made once per argument. The upstream tests themselves are not
-modified.
+same test loading), with three additions: a per-test time limit, so a test blocked forever in
+a verbs call (e.g. waiting for a completion event that never comes) fails alone instead of
+hanging the run; RDMATestCase's two lookups of a device's netdev and its address, which start
+an `ls` and an `ip` process for every GID in every test's setUp (under the test VM's TCG a
+process start costs 0.1-0.3 s), made once per argument; and in a test listed as an iWARP limit
+(upstream_iwarp_limits.txt), a player process that waits for a sibling which already failed is
+ended at once rather than after the suite's 15 s (the verdict is the same: the failed sibling
+decides it; a listed test whose players both succeed runs as it is). The upstream tests
+themselves are not modified.
 
 usage: upstream_runner.py TESTS_DIR [run_tests.py arguments, e.g. --dev uiw0 -v]
 Environment: UPSTREAM_TEST_LIMIT (seconds per test, default 120).
@@ -12,6 +15,7 @@ Environment: UPSTREAM_TEST_LIMIT (seconds per test, default 120).
 import atexit
 import faulthandler
 import functools
+import multiprocessing.context
 import os
 import signal
 import sys
@@ -25,6 +29,29 @@ from args_parser import parser  # noqa: E402  (the suite's own parser)
 
 LIMIT = int(os.environ.get("UPSTREAM_TEST_LIMIT", "120"))
 durations = {}
+
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "upstream_iwarp_limits.txt")) as f:
+    IWARP_LIMITS = {line.split()[0] for line in f if line.strip() and not line.startswith("#")}
+running = {"test": None, "players": []}
+
+
+class Player(multiprocessing.context.ForkProcess):
+    """The suite's rdma_cm players (two_nodes_rdmacm_traffic forks two and joins each for up to
+    15 s): exit status 0 passed, 5 skipped, anything else failed."""
+
+    def start(self):
+        super().start()
+        running["players"].append(self)
+
+    def join(self, timeout=None):
+        super().join(timeout)
+        failed = [p for p in running["players"] if p is not self and p.exitcode not in (None, 0, 5)]
+        if running["test"] in IWARP_LIMITS and failed and self.is_alive():
+            self.terminate()
+            super().join(5)
+
+
+multiprocessing.context.ForkContext.Process = Player
 
 
 @atexit.register
@@ -53,6 +80,7 @@ class TimedResult(unittest.TextTestResult):
         # If the alarm cannot interrupt (e.g. a retried system call), dump stacks and exit.
         faulthandler.dump_traceback_later(LIMIT * 3, exit=True)
         self.started = time.monotonic()
+        running["test"], running["players"] = test.id(), []
         super().startTest(test)
 
     def stopTest(self, test):
