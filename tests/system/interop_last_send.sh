@@ -21,16 +21,23 @@ source "$UIW_ROOT/tests/system/lib.sh"
 source "$UIW_ROOT/tests/system/interop_lib.bash"
 interop_setup
 
+# fin_fields CAPTURE: CAPTURE.fields, one line per TCP segment: source and destination port,
+# sequence and acknowledgement numbers, FIN flag (one tshark start: tens of seconds under TCG).
+fin_fields() {
+  tshark -n -r "$1.pcapng" -Y tcp -T fields -e tcp.srcport -e tcp.dstport -e tcp.seq_raw \
+    -e tcp.ack_raw -e tcp.flags.fin >"$1.fields" 2>"$1.tshark-err" ||
+    { cat "$1.tshark-err"; fail "$1: tshark could not read the capture"; }
+}
 # fin_after_ack CAPTURE PORT: in the stream to PORT, the client's FIN went out after a segment
 # of the server had acknowledged every byte before it (sequence numbers modulo 2^32).
 fin_after_ack() {
   local r
-  r=$(tshark -n -r "$1.pcapng" -Y "tcp.port == $2" -T fields -e tcp.dstport -e tcp.seq_raw \
-    -e tcp.ack_raw -e tcp.flags.fin 2>"$1.tshark-err" | awk -v p="$2" '
+  r=$(awk -v p="$2" '
     function ge(a, b) { return (a - b + 4294967296) % 4294967296 < 2147483648 }
-    $1 != p { if (!seen || ge($3, ack)) ack = $3; seen = 1; next }
-    !done && ($4 == 1 || $4 == "True") {
-      done = 1; printf "%s fin_seq=%s acked=%s\n", (seen && ge(ack, $2)) ? "after" : "before", $2, ack }')
+    $1 != p && $2 != p { next }
+    $2 != p { if (!seen || ge($4, ack)) ack = $4; seen = 1; next }
+    !done && ($5 == 1 || $5 == "True") {
+      done = 1; printf "%s fin_seq=%s acked=%s\n", (seen && ge(ack, $3)) ? "after" : "before", $3, ack }' "$1.fields")
   log "port $2: the client's FIN went out $r"
   [[ $r == after* ]] || { cat "$1.tshark-err"; fail "port $2: uiw's FIN went out before the peer acknowledged the data before it ($r)"; }
 }
@@ -44,6 +51,7 @@ CLOSE_WAIT=1 cm_check_pair close-wait "$SIW0_ADDR" last-recv "$UIW0_ADDR" last-s
 expect close-wait-client 'DISCONNECTED after'
 wire_stop fin
 tc qdisc del dev lo root
+fin_fields fin
 fin_after_ack fin 7720
 fin_after_ack fin 7721
 
