@@ -304,7 +304,7 @@ netns_of() {
   [ -z "${DEV_NETNS[$1]:-}" ] || NETNS_EXEC=(ip netns exec "${DEV_NETNS[$1]}")
 }
 
-# wait_dev_listen DEV PORT: waits until RDMA device DEV's own TCP (or SCTP) listener on PORT is there
+# wait_dev_listen DEV PORT: waits (up to 60 s) until RDMA device DEV's own TCP (or SCTP) listener on PORT is there
 # (in the namespace of DEV's netdev). wait_cm_listen is not enough before connecting
 # to DEV: rdma_listen() marks the id LISTEN first and then has every device's provider
 # listen (cma_listen_on_all), and a connection in between is refused (the client's rdma_cm
@@ -316,7 +316,7 @@ wait_dev_listen() {
   netdev_in_links "$dev" "$("${run_in[@]}" rdma link show "$dev/1" 2>/dev/null)"
   nd=$NETDEV
   [ -n "$nd" ] || fail "wait_dev_listen: no netdev for $dev"
-  local end=$((SECONDS + 31))
+  local end=$((SECONDS + 60))
   while ((SECONDS < end)); do
     [[ $("${run_in[@]}" ss -Hln -t --sctp "sport = :$port") == *"%$nd:$port "* ]] && return 0
     nap 0.2
@@ -398,10 +398,10 @@ show_running_bg() {
   return 0
 }
 
-# wait_tcp_listen PORT: waits until something listens on TCP PORT (ibv_rc_pingpong's own
-# socket, for example): a server under TCG can take seconds to start.
+# wait_tcp_listen PORT: waits (up to 60 s) until something listens on TCP PORT
+# (ibv_rc_pingpong's own socket, for example): a server under TCG can take seconds to start.
 wait_tcp_listen() {
-  local end=$((SECONDS + 31))
+  local end=$((SECONDS + 60))
   while ((SECONDS < end)); do
     [ -n "$(ss -Hltn "sport = :$1")" ] && return 0
     nap 0.2

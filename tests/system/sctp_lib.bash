@@ -34,7 +34,7 @@ sctp_expect_chunks() {
 sctp_capture_start() {
   command -v tshark >/dev/null || fail "tshark is not installed"
   start_bg capture dumpcap -q -i lo -f sctp -w cap.pcapng
-  local end=$((SECONDS + 21))
+  local end=$((SECONDS + 60))
   while ((SECONDS < end)); do
     grep -q "Capturing on" capture.log 2>/dev/null && return 0
     kill -0 "${BG_PID[capture]}" 2>/dev/null || break
