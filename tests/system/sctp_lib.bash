@@ -41,7 +41,7 @@ sctp_capture_start() {
     nap 0.2
   done
   show capture
-  fail "tshark did not start capturing"
+  fail "dumpcap did not start capturing"
 }
 sctp_capture_stop() {
   sleep 2

@@ -27,7 +27,7 @@ as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-
 EXIT_ACCEPT="rping_exit_race 20" # rping's own teardown race (lib.sh)
 start_bg cm-server rping -s -a "$UIW0_ADDR" -p 7940 -C 20 -S 2000 -V -v
 wait_cm_listen 7940
-start_bg cm-holder as_nobody /usr/bin/python3 holder.py "$UIW0_ADDR" 7940 130 300 cm-holder.stop "$UIW1_ADDR"
+start_bg cm-holder as_nobody /usr/bin/python3 holder.py "$UIW0_ADDR" 7940 130 600 cm-holder.stop "$UIW1_ADDR"
 wait_log cm-holder '^holder: started' 60
 # Meanwhile the listener's side holds at most its backlog of children (3) and TCP's accept
 # queue (backlog + 1): uiw.ko used to expire the oldest child by a timer that could run only
@@ -69,7 +69,7 @@ log "PASS rdma_cm listener: 20 x 2000 bytes and 40 short connections verified be
 
 # The RTR service listens only while a responder QP waits in RTR: the holder starts first and
 # fills the listener as soon as it appears.
-start_bg rtr-holder /usr/bin/python3 holder.py "$UIW1_ADDR" "$rtr_port" 130 300 rtr-holder.stop "$UIW0_ADDR" 600 999
+start_bg rtr-holder /usr/bin/python3 holder.py "$UIW1_ADDR" "$rtr_port" 130 600 rtr-holder.stop "$UIW0_ADDR" 600 999
 start_bg rtr-server ibv_rc_pingpong -d "$UIW1_DEV" -g 0 -p 18660 -c -n 100
 wait_tcp_listen 18660
 wait_log rtr-holder '^holder: started' 60

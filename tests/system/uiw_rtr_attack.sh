@@ -20,7 +20,7 @@ chmod 755 . attacker.py
 
 run_round() { # NAME PORT: the attacker beside one verified pingpong, from before it until after
   local name=$1 port=$2 i
-  start_bg "$name-attacker" as_nobody /usr/bin/python3 attacker.py "$UIW0_ADDR" "$UIW1_ADDR" "$rtr_port" 300 130 "$name.stop"
+  start_bg "$name-attacker" as_nobody /usr/bin/python3 attacker.py "$UIW0_ADDR" "$UIW1_ADDR" "$rtr_port" 900 130 "$name.stop"
   # The pingpong starts once the attacker watches (its start under TCG takes seconds when the
   # host is busy) and lasts seconds, several of the attacker's looks at `rdma res`.
   for ((i = 0; i < 300; i++)); do
