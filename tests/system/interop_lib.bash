@@ -207,17 +207,7 @@ interop_perftest() {
 
 # wire_start NAME FILTER: captures lo into NAME.pcapng; returns once dumpcap says
 # "Capturing on".
-wire_start() {
-  local name=$1 end=$((SECONDS + 61))
-  start_bg "$name-dumpcap" dumpcap -q -i lo -f "$2" -w "$name.pcapng"
-  while ((SECONDS < end)); do
-    grep -q 'Capturing on' "$name-dumpcap.log" && return 0
-    kill -0 "${BG_PID[$name-dumpcap]}" 2>/dev/null || break
-    nap 0.1
-  done
-  show "$name-dumpcap"
-  fail "dumpcap on lo did not start capturing"
-}
+wire_start() { capture_start "$1-dumpcap" "$2" "$1.pcapng"; }
 
 # wire_stop NAME: ends the capture (after the kernel handed it the last packets).
 wire_stop() {

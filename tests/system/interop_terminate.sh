@@ -54,15 +54,15 @@ term_block() {
     END { out() }' term.decoded
 }
 
+siw_logged_term() { # sets got (siw_got_term's)
+  got=$(dmesg | tail -n +"$((D0 + 1))" | sed -n 's/.*siw: got TERMINATE\. //p')
+  [ -n "$got" ]
+}
 # siw_got_term NAME WANT: siw logged exactly one received Terminate since line $D0 of dmesg,
 # with siw's reading "layer L, type T, code C" = WANT (its bitfields swap layer and type, above).
 siw_got_term() {
-  local got i
-  for ((i = 0; i < 50; i++)); do
-    got=$(dmesg | tail -n +"$((D0 + 1))" | sed -n 's/.*siw: got TERMINATE\. //p')
-    [ -z "$got" ] || break
-    sleep 0.2
-  done
+  local got
+  poll_until 60 0.2 siw_logged_term || true
   [ "$got" = "$2" ] || fail "$1: siw logged the received Terminate as '$got', want '$2'"
   log "$1: siw logged: got TERMINATE. $got"
 }

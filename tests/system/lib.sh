@@ -27,15 +27,25 @@ exec {NAP_FD}<>"${TMPDIR:-/tmp}/uiw-nap.$BASHPID"
 rm -f "${TMPDIR:-/tmp}/uiw-nap.$BASHPID"
 nap() { read -r -t "$1" -u "$NAP_FD" _ || true; }
 
-# ends_within PID SECS: waits until PID ends or SECS seconds passed (by the clock: a count of
-# sleeps stretches with every process start under TCG); true if PID ended.
-ends_within() {
-  local end=$((SECONDS + $2 + 1)) # SECONDS counts whole seconds: never short of SECS
-  while kill -0 "$1" 2>/dev/null && ((SECONDS < end)); do
-    nap 0.05
+# poll_until SECS INTERVAL CMD...: runs CMD, then again every INTERVAL seconds, until it succeeds
+# (true) or SECS seconds have passed by the clock (false, after one last look). A deadline, where
+# a count of looks would stretch with every process start (0.3-0.9 s under TCG, more when the
+# host is busy) and so wait far longer than it says.
+poll_until() {
+  local end=$((SECONDS + $1 + 1)) interval=$2 # SECONDS counts whole seconds: never short of SECS
+  shift 2
+  while :; do
+    "$@" && return 0
+    ((SECONDS < end)) || return 1
+    nap "$interval"
   done
-  ! kill -0 "$1" 2>/dev/null
 }
+
+# pid_gone PID: no process PID (or it is not ours to signal).
+pid_gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# ends_within PID SECS: waits until PID ends or SECS seconds passed; true if PID ended.
+ends_within() { poll_until "$2" 0.05 pid_gone "$1"; }
 
 # at_exit CMD: runs CMD when the test exits, before what an earlier EXIT trap runs (the later
 # setup is undone first). Under set -e a failing command ends a trap where it fails, so CMD
@@ -227,11 +237,7 @@ run_fg() {
 # costs 0.3-0.9 s, and the pipelines this replaced (about sixteen processes) took 1.7 s a look.
 wait_cm_listen() {
   local port=$1 secs=${2:-30}
-  local end=$((SECONDS + secs))
-  while [ $SECONDS -lt $end ]; do
-    cm_listening "$port" && return 0
-    nap 0.2
-  done
+  poll_until "$secs" 0.2 cm_listening "$port" && return 0
   rdma res show cm_id >&2 || true
   ss -Hln -t --sctp >&2 || true
   show_exited_bg
@@ -304,23 +310,27 @@ netns_of() {
   [ -z "${DEV_NETNS[$1]:-}" ] || NETNS_EXEC=(ip netns exec "${DEV_NETNS[$1]}")
 }
 
+# dev_listening NETDEV PORT [WRAPPER...]: a TCP or SCTP socket bound to NETDEV listens on PORT
+# (ss shows it as ADDR%NETDEV:PORT), as seen by ss run under WRAPPER (ip netns exec NS).
+dev_listening() {
+  local nd=$1 port=$2
+  shift 2
+  [[ $("$@" ss -Hln -t --sctp "sport = :$port") == *"%$nd:$port "* ]]
+}
+
 # wait_dev_listen DEV PORT: waits (up to 60 s) until RDMA device DEV's own TCP (or SCTP) listener on PORT is there
 # (in the namespace of DEV's netdev). wait_cm_listen is not enough before connecting
 # to DEV: rdma_listen() marks the id LISTEN first and then has every device's provider
 # listen (cma_listen_on_all), and a connection in between is refused (the client's rdma_cm
 # reports REJECTED, -ECONNREFUSED). uiw and siw bind a wildcard listener to their netdev, so
-# ss shows it as ADDR%NETDEV:PORT.
+# ss shows it as ADDR%NETDEV:PORT (dev_listening).
 wait_dev_listen() {
-  local dev=$1 port=$2 nd run_in
+  local dev=$1 port=$2 nd run_in=()
   netns_of "$dev" && run_in=("${NETNS_EXEC[@]}")
   netdev_in_links "$dev" "$("${run_in[@]}" rdma link show "$dev/1" 2>/dev/null)"
   nd=$NETDEV
   [ -n "$nd" ] || fail "wait_dev_listen: no netdev for $dev"
-  local end=$((SECONDS + 60))
-  while ((SECONDS < end)); do
-    [[ $("${run_in[@]}" ss -Hln -t --sctp "sport = :$port") == *"%$nd:$port "* ]] && return 0
-    nap 0.2
-  done
+  poll_until 60 0.2 dev_listening "$nd" "$port" "${run_in[@]}" && return 0
   "${run_in[@]}" ss -Hln -t --sctp "sport = :$port" >&2 || true
   show_exited_bg
   fail "$dev ($nd) does not listen on TCP port $port"
@@ -398,25 +408,37 @@ show_running_bg() {
   return 0
 }
 
+# tcp_listening PORT [WRAPPER...]: something listens on TCP PORT, as seen by ss run under
+# WRAPPER (ip netns exec NS).
+tcp_listening() { [ -n "$("${@:2}" ss -Hltn "sport = :$1")" ]; }
+
 # wait_tcp_listen PORT: waits (up to 60 s) until something listens on TCP PORT
 # (ibv_rc_pingpong's own socket, for example): a server under TCG can take seconds to start.
 wait_tcp_listen() {
-  local end=$((SECONDS + 60))
-  while ((SECONDS < end)); do
-    [ -n "$(ss -Hltn "sport = :$1")" ] && return 0
-    nap 0.2
-  done
+  poll_until 60 0.2 tcp_listening "$1" && return 0
   show_exited_bg
   fail "nothing listens on TCP port $1"
 }
 
+# capture_start NAME FILTER FILE: dumpcap (no dissectors: it starts in seconds under TCG, where
+# tshark takes tens) captures lo, where traffic between the VM's local addresses goes, through
+# the capture FILTER into FILE, as background job NAME; returns once it says "Capturing on".
+# capture_looking NAME: it says so, or it has ended (no use waiting).
+capture_looking() { log_has "$1" 'Capturing on' || pid_gone "${BG_PID[$1]}"; }
+capture_start() {
+  start_bg "$1" dumpcap -q -i lo -f "$2" -w "$3"
+  poll_until 60 0.1 capture_looking "$1" || true
+  log_has "$1" 'Capturing on' && return 0
+  show "$1"
+  fail "dumpcap on lo did not start capturing ($2)"
+}
+
+# log_has NAME REGEX: NAME.log exists and has a line matching the extended REGEX.
+log_has() { grep -Eq -- "$2" "$1.log" 2>/dev/null; }
+
 # wait_log NAME REGEX SECS: until NAME.log has a line matching the extended REGEX.
 wait_log() {
-  local end=$((SECONDS + $3 + 1))
-  while ((SECONDS < end)); do
-    grep -Eq -- "$2" "$1.log" 2>/dev/null && return 0
-    nap 0.2
-  done
+  poll_until "$3" 0.2 log_has "$1" "$2" && return 0
   show "$1"
   fail "$1: no /$2/ within $3 s"
 }

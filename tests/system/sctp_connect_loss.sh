@@ -33,14 +33,15 @@ table inet uiw_init_loss_$1 {
 }
 EOT
 }
+inits_dropped() { # PORT: sets drops; true once three are
+  drops=$(nft list table inet "uiw_init_loss_$1" | sed -n 's/.*counter packets \([0-9]*\).*/\1/p')
+  [ "${drops:-0}" -ge 3 ]
+}
 # lose_three_inits PORT: until the INIT and its retransmissions at 3 and 9 s are dropped, then
 # lets the next through.
 lose_three_inits() {
-  local drops=0 end=$((SECONDS + 31))
-  while ((SECONDS < end && drops < 3)); do
-    nap 0.5
-    drops=$(nft list table inet "uiw_init_loss_$1" | sed -n 's/.*counter packets \([0-9]*\).*/\1/p')
-  done
+  local drops=0
+  poll_until 30 0.5 inits_dropped "$1" || true
   nft delete table inet "uiw_init_loss_$1"
   [ "$drops" -ge 3 ] || fail "expected the INIT and two retransmissions to port $1 dropped in 30 s, saw $drops"
   log "$drops SCTP packets to port $1 dropped (the INIT at 0, 3 and 9 s); the next goes through"

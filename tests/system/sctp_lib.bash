@@ -29,19 +29,10 @@ sctp_expect_chunks() {
 }
 
 # sctp_capture_start / sctp_capture_stop: a capture of SCTP on lo (the uiw addresses are all
-# local) into cap.pcapng, decoded afterwards with tshark. dumpcap captures: tshark's own start
-# loads its dissector tables, tens of seconds under TCG.
+# local) into cap.pcapng (capture_start), decoded afterwards with tshark.
 sctp_capture_start() {
   command -v tshark >/dev/null || fail "tshark is not installed"
-  start_bg capture dumpcap -q -i lo -f sctp -w cap.pcapng
-  local end=$((SECONDS + 60))
-  while ((SECONDS < end)); do
-    grep -q "Capturing on" capture.log 2>/dev/null && return 0
-    kill -0 "${BG_PID[capture]}" 2>/dev/null || break
-    nap 0.2
-  done
-  show capture
-  fail "dumpcap did not start capturing"
+  capture_start capture sctp cap.pcapng
 }
 sctp_capture_stop() {
   sleep 2

@@ -17,11 +17,7 @@ start_bg server env WAIT_SECS=120 "$check" server "$UIW0_ADDR" $port idle
 wait_cm_listen $port
 start_bg client env WAIT_SECS=120 "$check" client "$UIW0_ADDR" "$UIW1_ADDR" $port idle
 for side in server client; do
-  for ((i = 0; i < 300; i++)); do
-    grep -q 'exchanged one verified Send each way' $side.log && break
-    sleep 0.2
-  done
-  grep -q 'exchanged one verified Send each way' $side.log || {
+  poll_until 60 0.2 log_has $side 'exchanged one verified Send each way' || {
     show server
     show client
     fail "$side: not connected"
@@ -52,9 +48,6 @@ c_ord=$(res_line "$UIW1_DEV" | grep -oE ' drv_ord [0-9]+' | awk '{print $2}')
 kill "${BG_PID[client]}"
 wait "${BG_PID[client]}" 2>/dev/null || true
 wait_bg server 90
-for ((i = 0; i < 50; i++)); do
-  [ -z "$(res_line "$UIW0_DEV")$(res_line "$UIW1_DEV")" ] && break
-  sleep 0.2
-done
-[ -z "$(res_line "$UIW0_DEV")$(res_line "$UIW1_DEV")" ] || fail "a QP is still listed after the connection ended"
+no_qp_listed() { [ -z "$(res_line "$UIW0_DEV")$(res_line "$UIW1_DEV")" ]; }
+poll_until 60 0.2 no_qp_listed || fail "a QP is still listed after the connection ended"
 log "PASS: rdma res show qp shows each end's negotiated parameters"

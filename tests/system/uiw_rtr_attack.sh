@@ -19,15 +19,11 @@ cp "$UIW_ROOT/tests/system/uiw_rtr_attacker.py" attacker.py
 chmod 755 . attacker.py
 
 run_round() { # NAME PORT: the attacker beside one verified pingpong, from before it until after
-  local name=$1 port=$2 i
+  local name=$1 port=$2
   start_bg "$name-attacker" as_nobody /usr/bin/python3 attacker.py "$UIW0_ADDR" "$UIW1_ADDR" "$rtr_port" 900 130 "$name.stop"
   # The pingpong starts once the attacker watches (its start under TCG takes seconds when the
   # host is busy) and lasts seconds, several of the attacker's looks at `rdma res`.
-  for ((i = 0; i < 300; i++)); do
-    grep -q '^attacker: watching' "$name-attacker.log" && break
-    nap 0.2
-  done
-  grep -q '^attacker: watching' "$name-attacker.log" || fail "$name: the attacker did not start"
+  poll_until 120 0.2 log_has "$name-attacker" '^attacker: watching' || fail "$name: the attacker did not start"
   start_bg "$name-server" ibv_rc_pingpong -d "$UIW1_DEV" -g 0 -p "$port" -c -n 2000
   wait_tcp_listen "$port"
   run_fg "$name-client" 300 ibv_rc_pingpong -d "$UIW0_DEV" -g 0 -p "$port" -c -n 2000 "$UIW1_ADDR"
@@ -61,10 +57,7 @@ run_round round2 18652
 ip netns add uiw-rtr-other
 ip -n uiw-rtr-other link set lo up
 start_bg ns-server ip netns exec uiw-rtr-other ibv_rc_pingpong -d "$UIW1_DEV" -g 0 -p 18653 -n 5
-for ((i = 0; i < 150; i++)); do
-  ip netns exec uiw-rtr-other ss -Hltn "sport = :18653" | grep -q . && break
-  sleep 0.2
-done
+poll_until 120 0.2 tcp_listening 18653 ip netns exec uiw-rtr-other || true
 rc=0
 timeout 120 ip netns exec uiw-rtr-other ibv_rc_pingpong -d "$UIW0_DEV" -g 0 -p 18653 -n 5 127.0.0.1 \
   >ns-client.log 2>&1 || rc=$?

@@ -36,11 +36,10 @@ print("holding", len(held), "ports,", busy, "busy already", flush=True)
 time.sleep(600)
 PY
 start_bg port-holder /usr/bin/python3 hold_ports.py "$UIW0_ADDR"
-for ((i = 0; i < 100; i++)); do
-  grep -q '^holding' port-holder.log && break
-  kill -0 "${BG_PID[port-holder]}" 2>/dev/null || { show port-holder; fail "the port holder stopped"; }
-  sleep 0.1
-done
+holder_done() { log_has port-holder '^holding' || pid_gone "${BG_PID[port-holder]}"; }
+poll_until 120 0.1 holder_done || true
+log_has port-holder '^holding' ||
+  { show port-holder; fail "the port holder stopped or did not say what it holds"; }
 read -r _ held _ busy _ <port-holder.log
 [ $((held + busy)) = 505 ] || { show port-holder; fail "the port holder did not account for 505 ports"; }
 run_fg pairs 240 ./rtr_pairs "$UIW0_DEV" 3

@@ -15,9 +15,14 @@ source "$UIW_ROOT/tests/system/interop_lib.bash"
 interop_setup
 
 tcp_socks() { awk '$1 == "TCP:" { print $3 }' /proc/net/sockstat; }
+tcp_socks_back() { [ "$(tcp_socks)" -le "$1" ]; } # BEFORE
+traffic_moves() { # NAME: rping printed five pings and four uiw QPs are in RTS
+  [ "$(grep -c 'ping data' "$1-rping-client.log")" -ge 5 ] &&
+    [ "$(rdma res show qp | grep uiw | grep -c ' RTS ')" -ge 4 ]
+}
 
 round() { # NAME ACTION
-  local name=$1 action=$2 i app rc tcp0 d0
+  local name=$1 action=$2 app rc tcp0 d0
   tcp0=$(tcp_socks)
   d0=$(dmesg | wc -l)
   start_bg "$name-rping-server" rping -s -a "$UIW0_ADDR" -p 7950 -C 0 -S 4000 -V
@@ -27,12 +32,7 @@ round() { # NAME ACTION
   wait_tcp_listen 18670
   start_bg "$name-pp-client" ibv_rc_pingpong -d "$UIW1_DEV" -g 0 -p 18670 -c -n 1000000 "$UIW0_ADDR"
   # Both pairs move data: rping prints its pings, the pingpong pair holds a connected QP pair.
-  for ((i = 0; i < 300; i++)); do
-    [ "$(grep -c 'ping data' "$name-rping-client.log")" -ge 5 ] &&
-      [ "$(rdma res show qp | grep uiw | grep -c ' RTS ')" -ge 4 ] && break
-    sleep 0.2
-  done
-  [ "$i" -lt 300 ] || {
+  poll_until 60 0.2 traffic_moves "$name" || {
     show "$name-rping-client" | tail -5
     rdma res show qp
     fail "$name: the traffic did not start"
@@ -66,11 +66,7 @@ round() { # NAME ACTION
   rdma link add "$UIW0_DEV" type uiw netdev "$UIW0_NETDEV" 2>/dev/null || true
   rdma link add "$UIW1_DEV" type uiw netdev "$UIW1_NETDEV" 2>/dev/null || true
   [ -z "$(rdma res show qp | grep uiw)" ] || { rdma res show qp; fail "$name: QPs left behind"; }
-  for ((i = 0; i < 100; i++)); do
-    [ "$(tcp_socks)" -le "$tcp0" ] && break
-    sleep 0.2
-  done
-  [ "$(tcp_socks)" -le "$tcp0" ] || { ss -tan; fail "$name: TCP sockets $(tcp_socks), $tcp0 before"; }
+  poll_until 60 0.2 tcp_socks_back "$tcp0" || { ss -tan; fail "$name: TCP sockets $(tcp_socks), $tcp0 before"; }
   log "PASS $name: every application ended with an error, TCP sockets back to $(tcp_socks) (before: $tcp0)"
 }
 
