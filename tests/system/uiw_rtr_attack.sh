@@ -24,15 +24,15 @@ run_round() { # NAME PORT: the attacker beside one verified pingpong, from befor
   # The pingpong starts once the attacker watches (its start under TCG takes seconds when the
   # host is busy) and lasts seconds, several of the attacker's looks at `rdma res`.
   poll_until 120 0.2 log_has "$name-attacker" '^attacker: watching' || fail "$name: the attacker did not start"
-  start_bg "$name-server" ibv_rc_pingpong -d "$UIW1_DEV" -g 0 -p "$port" -c -n 2000
+  start_bg "$name-server" ibv_rc_pingpong -d "$UIW1_DEV" -g 0 -p "$port" -c -n 1000
   wait_tcp_listen "$port"
-  run_fg "$name-client" 300 ibv_rc_pingpong -d "$UIW0_DEV" -g 0 -p "$port" -c -n 2000 "$UIW1_ADDR"
+  run_fg "$name-client" 300 ibv_rc_pingpong -d "$UIW0_DEV" -g 0 -p "$port" -c -n 1000 "$UIW1_ADDR"
   wait_bg "$name-server" 120
   kill -0 "${BG_PID[$name-attacker]}" 2>/dev/null || fail "$name: the attacker ended before the pingpong did"
   : >"$name.stop"
   wait_bg "$name-attacker" 120
   for side in server client; do
-    expect "$name-$side" '2000 iters in ' "$name: the pingpong $side did not finish"
+    expect "$name-$side" '1000 iters in ' "$name: the pingpong $side did not finish"
     if grep -Eiq 'fail|error|mismatch|couldn' "$name-$side.log"; then
       show "$name-$side"
       fail "$name: the pingpong $side reported an error"
