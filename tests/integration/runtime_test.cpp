@@ -251,7 +251,12 @@ TEST(RuntimeTest, PostPollAndQueryRaceAnAbortWithoutLosingWorkRequests) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   client.queue_pair().abort();
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Until a poster has posted after the abort: no fixed pause is long enough on a busy host,
+  // where the posters may not get a CPU for tens of milliseconds.
+  const uint64_t posted_at_abort = posted;
+  const auto aborted_at = Clock::now();
+  while (posted <= posted_at_abort + kPosters && ms_since(aborted_at) < 10000)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   stop = true;
   for (auto& th : posters) th.join();
   posters_done = true;
@@ -264,7 +269,7 @@ TEST(RuntimeTest, PostPollAndQueryRaceAnAbortWithoutLosingWorkRequests) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   poller.join();
   EXPECT_EQ(completed.load(), posted.load());
-  EXPECT_GT(posted.load(), 0u);
+  EXPECT_GT(posted.load(), posted_at_abort + kPosters) << "nothing was posted after the abort";
   EXPECT_GT(flushed.load(), 0u) << "WRs posted after the abort complete flushed";
   EXPECT_EQ(client.state(), engine::QpState::Error);
 }
