@@ -61,11 +61,15 @@ at_exit() {
 # syn_waits_for_listener LO HI: a TCP connection attempt to a port in LO..HI that finds no
 # listener is not refused: the RST the kernel answers its SYN with (sequence number 0, RFC 9293
 # §3.10.7.1) is dropped, so the connecting side retransmits the SYN (after 1 s) and meets the
-# listener that has appeared meanwhile. In init_net and every named namespace that exists now.
+# listener that has appeared meanwhile. The same for SCTP (uiw's SCTP mode): the ABORT without
+# error causes that answers an INIT (or a COOKIE ECHO) nobody listens for (Linux
+# sctp_sf_tabort_8_4_8; RFC 9260 §8.4) is dropped, and the INIT is sent again after the
+# initial RTO (3 s); an association's own ABORT (a close with linger 0) carries a "User
+# Initiated Abort" cause and passes. In init_net and every named namespace that exists now.
 # Why: perftest -R closes its listener after the connection that exchanges parameters and
 # listens again for the test's QPs; a client that connects in between is refused (REJECTED
-# -111, seen under load in CI with uiw and siw alike), and perftest 4.5 then crashes in its
-# retry path (a general protection fault in librdmacm; fixed upstream after 4.5).
+# -111, seen under load in CI with uiw and siw alike, and over SCTP), and perftest 4.5 then
+# crashes in its retry path (a general protection fault in librdmacm; fixed upstream after 4.5).
 syn_waits_for_listener() {
   local lo=$1 hi=$2 ns
   local -a where=("")
@@ -78,6 +82,7 @@ table inet uiw_syn_wait {
   chain out {
     type filter hook output priority 0;
     tcp sport $lo-$hi tcp flags & (syn | ack | rst) == rst | ack tcp sequence 0 drop
+    sctp sport $lo-$hi sctp chunk abort length 4 drop
   }
 }
 EOF
@@ -103,8 +108,8 @@ kernel_cm_debug_show() {
   echo "# uiw.ko parameters: $(grep -H . /sys/module/uiw/parameters/* 2>/dev/null | sed 's|.*/||' | tr '\n' ' ')"
   echo "# the kernel's connection manager messages of this test (the last 60):"
   dmesg | tail -n +"$((KERNEL_CM_DEBUG_FROM + 1))" | grep -E 'siw|uiw' | tail -n 60 | sed 's/^/  dmesg| /'
-  echo "# TCP connections now (a connection one side holds open after the other ended shows here):"
-  ss -tanpo 2>&1 | sed 's/^/  ss| /'
+  echo "# TCP connections and SCTP associations now (one a side holds after the other ended):"
+  ss -tanpo --sctp 2>&1 | sed 's/^/  ss| /'
 }
 
 # show NAME: prints NAME.log (the output of start_bg or run_fg) with a prefix.
@@ -267,27 +272,48 @@ cm_listening() {
 # is any listener on PORT (ss shows a multihomed SCTP socket under one of its addresses, not
 # necessarily the id's). Only ids of processes in this network namespace are judged: the listener
 # sockets live in the listening process's namespace, where ss here cannot see them
-# (wait_dev_listen looks there).
+# (wait_dev_listen looks there). A wildcard id lists no id of its own: it makes one per device,
+# one device after another (cma_listen_on_all), and a device not reached yet lists none, while
+# a connection through it is refused just the same. So once one of those ids is listed, every
+# iWARP device with a netdev here must list its own.
 iw_listeners_up() {
-  local port=$1 ids=${2-} line dev pid addr type listening links=
+  local port=$1 ids=${2-} line dev pid addr listening links= wildcard=0 listed=" "
   local re="^link ([^/ ]*)/[^ ]* .*state LISTEN .*pid ([0-9]*) .* src-addr ([^ ]*:$port)( .*)?$"
   [ -n "$ids" ] || ids=$(rdma res show cm_id 2>/dev/null) || return 0
   listening=$(ss -Hln -t --sctp 2>/dev/null || ss -Hltn 2>/dev/null) || return 0
   while read -r line; do
     [[ $line =~ $re ]] || continue
     dev=${BASH_REMATCH[1]} pid=${BASH_REMATCH[2]} addr=${BASH_REMATCH[3]}
-    type=
-    read -r type 2>/dev/null <"/sys/class/infiniband/$dev/node_type" || true
-    [[ $type == *RNIC ]] || continue
     [ "/proc/$pid/ns/net" -ef /proc/self/ns/net ] || continue
     [ -n "$links" ] || links=$(rdma link show 2>/dev/null) || true
-    netdev_in_links "$dev" "$links"
-    [ -n "$NETDEV" ] && [ -e "/sys/class/net/$NETDEV" ] || continue
+    iw_dev_here "$dev" "$links" || continue
+    listed+="$dev "
     case ${addr%:*} in
-      0.0.0.0 | "[::]" | ::) [[ $listening == *"%$NETDEV:$port "* ]] || return 1 ;;
+      0.0.0.0 | "[::]" | ::)
+        wildcard=1
+        [[ $listening == *"%$NETDEV:$port "* ]] || return 1
+        ;;
       *) [[ $listening == *":$port "* ]] || return 1 ;;
     esac
   done <<<"$ids"
+  ((wildcard)) || return 0
+  local re_link="^link ([^/ ]+)/1 "
+  while read -r line; do
+    [[ $line =~ $re_link ]] || continue
+    dev=${BASH_REMATCH[1]}
+    iw_dev_here "$dev" "$links" || continue
+    [[ $listed == *" $dev "* ]] || return 1
+  done <<<"$links"
+}
+
+# iw_dev_here DEV LINKS: DEV is an iWARP device (node_type RNIC) whose port 1 netdev, as LINKS
+# (`rdma link show` output) names it, is in this network namespace; sets NETDEV to that netdev.
+iw_dev_here() {
+  local type=
+  read -r type 2>/dev/null <"/sys/class/infiniband/$1/node_type" || true
+  [[ $type == *RNIC ]] || return 1
+  netdev_in_links "$1" "$2"
+  [ -n "$NETDEV" ] && [ -e "/sys/class/net/$NETDEV" ]
 }
 
 # netdev_in_links DEV LINKS: sets NETDEV to the netdev of DEV's port 1 in LINKS (`rdma link

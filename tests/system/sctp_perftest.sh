@@ -12,14 +12,20 @@ source "$UIW_ROOT/tests/system/lib.sh"
 source "$UIW_ROOT/providers/uiw/tests/allow_local_sources.sh"
 source "$UIW_ROOT/tests/system/sctp_lib.bash"
 allow_local_sources
+kernel_cm_debug
 
 port=18560
+# perftest -R listens again for its second connection, which a client can reach first (an
+# SCTP INIT is then answered with an ABORT; syn_waits_for_listener).
+syn_waits_for_listener $port $((port + 99))
 
-# pair NAME TOOL ARGS...: server on uiw0, client on uiw1 (perftest_pair).
+# pair NAME TOOL ARGS...: server on uiw0, client on uiw1 (perftest_pair). The client's QP lands
+# on uiw0 (perftest does not bind its source address): uiw0's own listener must be up.
+listening() { wait_cm_listen "$1" && wait_dev_listen "$UIW0_DEV" "$1"; }
 pair() {
   local name=$1 tool=$2
   shift 2
-  perftest_pair "$name" wait_cm_listen $port "$tool" -R -d "$UIW0_DEV" -p @PORT@ "$@" -- \
+  perftest_pair "$name" listening $port "$tool" -R -d "$UIW0_DEV" -p @PORT@ "$@" -- \
     "$tool" -R -d "$UIW1_DEV" -p @PORT@ --source_ip "$UIW1_ADDR" "$@" "$UIW0_ADDR"
   port=$((PAIR_PORT + 1))
   pair_exits_ok "$name"
