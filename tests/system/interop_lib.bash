@@ -139,7 +139,7 @@ perftest_devices() {
   # Sampled for as long as the client lives (its QPs live no longer), and once after.
   : >"$name.qps"
   local end=$((SECONDS + 60))
-  while kill -0 "${BG_PID[$name-client]}" 2>/dev/null && ((SECONDS < end)); do
+  while ! pid_gone "${BG_PID[$name-client]}" && ((SECONDS < end)); do
     rdma res show qp >>"$name.qps" 2>/dev/null || true
     nap 0.1
   done

@@ -41,8 +41,17 @@ poll_until() {
   done
 }
 
-# pid_gone PID: no process PID (or it is not ours to signal).
-pid_gone() { ! kill -0 "$1" 2>/dev/null; }
+# pid_gone PID: no process PID (or not ours to signal), or only its zombie is left. kill -0
+# finds a zombie, and an ended child stays one until this shell reaps it, which a loop of
+# builtins (kill, nap) was once seen not to do before its 60 s deadline (a CI run under load:
+# timeout(1) had no child left and, waited for, said 0). `wait` still gets the status.
+pid_gone() {
+  local stat
+  kill -0 "$1" 2>/dev/null || return 0
+  read -r stat 2>/dev/null <"/proc/$1/stat" || return 0
+  stat=${stat##*) } # after the command name, which may hold spaces and parentheses
+  [ "${stat%% *}" = Z ]
+}
 
 # ends_within PID SECS: waits until PID ends or SECS seconds passed; true if PID ended.
 ends_within() { poll_until "$2" 0.05 pid_gone "$1"; }
@@ -383,7 +392,7 @@ netns_veth() {
 show_exited_bg() {
   local name rc
   for name in "${!BG_PID[@]}"; do
-    kill -0 "${BG_PID[$name]}" 2>/dev/null && continue
+    pid_gone "${BG_PID[$name]}" || continue
     rc=0
     wait "${BG_PID[$name]}" 2>/dev/null || rc=$?
     echo "# $name had already ended (status $rc):" >&2
@@ -429,7 +438,7 @@ show_hung_child() {
 show_running_bg() {
   local name
   for name in "${!BG_PID[@]}"; do
-    kill -0 "${BG_PID[$name]}" 2>/dev/null && show "$name" >&2
+    pid_gone "${BG_PID[$name]}" || show "$name" >&2
   done
   return 0
 }

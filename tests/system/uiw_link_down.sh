@@ -48,7 +48,7 @@ start_bg short-server rping -s -a "$UIW0_ADDR" -p $port -C 1000 -S 4096 -V
 wait_cm_listen $port
 start_bg short-client rping -c -a "$UIW0_ADDR" -I "$UIW1_ADDR" -p $port -C 1000 -S 4096 -V
 sleep 4
-kill -0 "${BG_PID[short-client]}" 2>/dev/null || fail "rping finished before the outage: raise -C"
+! pid_gone "${BG_PID[short-client]}" || fail "rping finished before the outage: raise -C"
 link_down
 sleep 1
 [ "$(port_state)" = PORT_DOWN ] || fail "$UIW0_DEV port reads $(port_state) with $nd down"

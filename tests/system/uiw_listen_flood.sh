@@ -61,7 +61,7 @@ wait "${BG_PID[cm-many-server]}" 2>/dev/null || true
 unset "BG_PID[cm-many-server]"
 unset EXIT_ACCEPT
 # The flood lasted until the last short connection: the holder is still there to be stopped.
-kill -0 "${BG_PID[cm-holder]}" 2>/dev/null || { show cm-holder; fail "the holder ended before the last short connection"; }
+! pid_gone "${BG_PID[cm-holder]}" || { show cm-holder; fail "the holder ended before the last short connection"; }
 : >cm-holder.stop
 wait_bg cm-holder 60
 show cm-holder
@@ -78,7 +78,7 @@ wait_bg rtr-server 60
 for side in client server; do
   expect "rtr-$side" '100 iters in ' "connect-on-RTR $side did not finish"
 done
-kill -0 "${BG_PID[rtr-holder]}" 2>/dev/null || { show rtr-holder; fail "the holder ended before the pingpong did"; }
+! pid_gone "${BG_PID[rtr-holder]}" || { show rtr-holder; fail "the holder ended before the pingpong did"; }
 : >rtr-holder.stop
 wait_bg rtr-holder 60
 show rtr-holder

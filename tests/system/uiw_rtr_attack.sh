@@ -28,7 +28,7 @@ run_round() { # NAME PORT: the attacker beside one verified pingpong, from befor
   wait_tcp_listen "$port"
   run_fg "$name-client" 300 ibv_rc_pingpong -d "$UIW0_DEV" -g 0 -p "$port" -c -n 1000 "$UIW1_ADDR"
   wait_bg "$name-server" 120
-  kill -0 "${BG_PID[$name-attacker]}" 2>/dev/null || fail "$name: the attacker ended before the pingpong did"
+  ! pid_gone "${BG_PID[$name-attacker]}" || fail "$name: the attacker ended before the pingpong did"
   : >"$name.stop"
   wait_bg "$name-attacker" 120
   for side in server client; do
