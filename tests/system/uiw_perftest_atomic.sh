@@ -36,8 +36,8 @@ for mode in cm rtr; do
   for op in FETCH_AND_ADD CMP_AND_SWAP; do
     name=bw-$mode-$op
     run $mode "$name" ib_atomic_bw -A $op -n 500
-    perftest_bw "$name-client" 8 500 >/dev/null
-    log "ib_atomic_bw -A $op ($mode): $BW MB/s"
+    perftest_rate "$name-client" 8 500 >/dev/null
+    log "ib_atomic_bw -A $op ($mode): $RATE Mpps"
     name=lat-$mode-$op
     run $mode "$name" ib_atomic_lat -A $op -n 500
     row=$(awk '$1 == 8 && $2 == 500 && NF >= 6' "$name-client.log" | tail -n1)
