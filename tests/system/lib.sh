@@ -458,11 +458,9 @@ wait_tcp_listen() {
 # capture_start NAME FILTER FILE: dumpcap (no dissectors: it starts in seconds under TCG, where
 # tshark takes tens) captures lo, where traffic between the VM's local addresses goes, through
 # the capture FILTER into FILE, as background job NAME; returns once it says "Capturing on".
-# capture_looking NAME: it says so, or it has ended (no use waiting).
-capture_looking() { log_has "$1" 'Capturing on' || pid_gone "${BG_PID[$1]}"; }
 capture_start() {
   start_bg "$1" dumpcap -q -i lo -f "$2" -w "$3"
-  poll_until 60 0.1 capture_looking "$1" || true
+  poll_until 60 0.1 said_or_ended "$1" 'Capturing on' || true
   log_has "$1" 'Capturing on' && return 0
   show "$1"
   fail "dumpcap on lo did not start capturing ($2)"
@@ -470,6 +468,10 @@ capture_start() {
 
 # log_has NAME REGEX: NAME.log exists and has a line matching the extended REGEX.
 log_has() { grep -Eq -- "$2" "$1.log" 2>/dev/null; }
+
+# said_or_ended NAME REGEX: background job NAME printed a line matching REGEX, or it has ended
+# (no use waiting for it to say so).
+said_or_ended() { log_has "$1" "$2" || pid_gone "${BG_PID[$1]}"; }
 
 # wait_log NAME REGEX SECS: until NAME.log has a line matching the extended REGEX.
 wait_log() {

@@ -36,8 +36,7 @@ print("holding", len(held), "ports,", busy, "busy already", flush=True)
 time.sleep(600)
 PY
 start_bg port-holder /usr/bin/python3 hold_ports.py "$UIW0_ADDR"
-holder_done() { log_has port-holder '^holding' || pid_gone "${BG_PID[port-holder]}"; }
-poll_until 120 0.1 holder_done || true
+poll_until 120 0.1 said_or_ended port-holder '^holding' || true
 log_has port-holder '^holding' ||
   { show port-holder; fail "the port holder stopped or did not say what it holds"; }
 read -r _ held _ busy _ <port-holder.log

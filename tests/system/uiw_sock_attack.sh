@@ -22,8 +22,7 @@ done
 
 # The same with uiw.ko unloaded while the hijacked listener and a child live.
 start_bg rmmod-case ./sock_attack "$UIW0_DEV" 0 "$UIW1_DEV" 0 a rmmod "$PWD/go"
-rmmod_case_done() { log_has rmmod-case '^READY$' || pid_gone "${BG_PID[rmmod-case]}"; }
-poll_until 120 0.2 rmmod_case_done || true
+poll_until 120 0.2 said_or_ended rmmod-case '^READY$' || true
 grep -q '^READY$' rmmod-case.log || { show rmmod-case; fail "the rmmod case did not get ready"; }
 rdma link del "$UIW0_DEV" || fail "rdma link del $UIW0_DEV"
 rdma link del "$UIW1_DEV" || fail "rdma link del $UIW1_DEV"
