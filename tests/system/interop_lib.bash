@@ -31,7 +31,7 @@ siw_tunable() {
   fi
   siw_swap "$dir/siw.ko"
   [ -w /sys/module/siw/parameters/mpa_crc_required ] || fail "tunable siw has no parameters"
-  trap 'siw_swap "$UIW_VM_SIW_KO" || true; uiw_defaults; allow_local_restore' EXIT
+  at_exit 'siw_swap "$UIW_VM_SIW_KO"'
 }
 
 # siw_swap KO: unloads siw, loads KO and re-creates siw0 on its netdev.
@@ -79,7 +79,7 @@ cm_check_pair() {
 # interop_setup: sysctls for cross-device rdma_cm in one namespace, uiw.ko defaults on exit.
 interop_setup() {
   allow_local_sources
-  trap 'uiw_defaults; allow_local_restore' EXIT
+  at_exit uiw_defaults
 }
 
 # term_build: uiw_term_check (providers/uiw/tests) as ./term.

@@ -64,7 +64,7 @@ at_exit() {
   local cmd=$1
   # `trap -p` prints the command quoted for the shell: let the shell unquote it.
   eval "set -- $(trap -p EXIT)"
-  trap "{ $cmd; } || true${3:+; $3}" EXIT
+  trap "{ $cmd; } || true${3:+; $3}" EXIT # at_exit itself
 }
 
 # syn_waits_for_listener LO HI: a TCP connection attempt to a port in LO..HI that finds no

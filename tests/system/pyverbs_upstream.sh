@@ -20,7 +20,7 @@ gunzip -f upstream/tests/*.gz
 # The suite's huge-page tests (test_parent_domain's test_huge_page_traffic, ODP's) need 2 MiB
 # pages allocated, as on a machine prepared for it; given back when the test ends.
 echo 64 >/proc/sys/vm/nr_hugepages
-trap 'echo 0 >/proc/sys/vm/nr_hugepages' EXIT
+at_exit 'echo 0 >/proc/sys/vm/nr_hugepages'
 
 rc=0
 # run_tests.py's loading and arguments plus a per-test time limit (pyverbs-tests/upstream_runner.py)

@@ -10,7 +10,7 @@ dmesg_start=$(dmesg | wc -l)
 test_program uiw_cm_probe probe
 ns=uiwtns
 cleanup() { ip netns del $ns 2>/dev/null || true; }
-trap cleanup EXIT
+at_exit cleanup
 ip netns add $ns
 netns_veth $ns uiwn-a 10.98.0.1/24 uiwn-b 10.98.0.2/24
 rdma link add uiwna type uiw netdev uiwn-a

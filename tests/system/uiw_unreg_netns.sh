@@ -12,7 +12,7 @@ source "$UIW_ROOT/tests/system/lib.sh"
 
 ns=""
 cleanup() { [ -z "$ns" ] || ip netns del "$ns" 2>/dev/null || true; }
-trap cleanup EXIT
+at_exit cleanup
 for i in 1 2 3 4 5 6; do
   ns=uiwun$i
   ip netns add $ns

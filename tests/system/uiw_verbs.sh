@@ -30,7 +30,7 @@ if grep -Ei "warning|uiw:" devices.log devinfo-*.log; then fail "libibverbs or l
 drv=/etc/libibverbs.d/uiw.driver
 if [ -f $drv ]; then
   mv $drv uiw.driver.saved
-  trap 'mv uiw.driver.saved '$drv EXIT
+  at_exit "mv uiw.driver.saved $drv"
 fi
 run_fg devices-nodrv 60 ibv_devices
 if grep -Eq "^[[:space:]]+$UIW0_DEV[[:space:]]" devices-nodrv.log; then
