@@ -17,7 +17,6 @@ stats() { rdma statistic show link "$IXU_DEV/1" 2>/dev/null | tr -s ' \n' ' '; e
 for r in 1 2 3; do
   for tool in ib_write_bw ib_send_bw; do
     s0=$(stats)
-    t0=$(awk '{print $1}' /proc/uptime)
     interop_perftest "$tool-uiw-srv-$r" $tool "$IXU_DEV" "$IXU_ADDR" "$IXS_DEV" "$IXS_ADDR" $((port++)) 65536 200
     log "before: $s0"
     log "after:  $(stats)"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for the scripts/ entry points. Sourced, not run.
 UIW_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 UIW_BUILD=${UIW_BUILD_DIR:-$UIW_ROOT/build}
@@ -30,9 +31,10 @@ uiw_need_packages() {
 }
 
 # Packages to build and run the host tiers (unit, integration, fuzz, bench).
+# shellcheck disable=SC2034 # for the scripts that source this file
 UIW_BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config libisal-dev libgtest-dev
   libgmock-dev libbenchmark-dev clang libclang-rt-14-dev libibverbs-dev librdmacm-dev
-  libnl-3-dev libnl-route-3-dev pybind11-dev python3-dev liburing-dev clang-format)
+  libnl-3-dev libnl-route-3-dev pybind11-dev python3-dev liburing-dev clang-format shellcheck)
 
 # uiw_configure DIR [cmake args...]: configure a build tree (again each time: cheap once
 # cached, and it picks up folders that appeared since, e.g. providers/uiw).

@@ -25,8 +25,8 @@ plugdir=/usr/lib/x86_64-linux-gnu/libibverbs
 
 # What the harness put in place goes, so that only the packages can make uiw work (in an own
 # root the harness installs no provider: the one there is the package's).
-for d in $(ls /sys/class/infiniband); do
-  [ "$(cat /sys/class/infiniband/$d/hca_type 2>/dev/null)" = uiw ] && rdma link delete "$d"
+for d in /sys/class/infiniband/*; do
+  [ "$(cat "$d/hca_type" 2>/dev/null)" = uiw ] && rdma link delete "${d##*/}"
 done
 rmmod uiw || fail "rmmod uiw (the harness's module)"
 [ "$preinstalled" = 1 ] || rm -f "$plugdir"/libuiw-rdmav*.so /etc/libibverbs.d/uiw.driver
@@ -60,6 +60,7 @@ man -w uiw >/dev/null 2>&1 || [ -f /usr/share/man/man7/uiw.7.gz ] || fail "no ui
 modprobe uiw || fail "modprobe uiw"
 rdma link add pk0 type uiw netdev "$UIW0_NETDEV"
 rdma link add pk1 type uiw netdev "$UIW1_NETDEV"
+# shellcheck disable=SC2034 # for the library functions below
 UIW0_DEV=pk0 UIW1_DEV=pk1
 allow_local_sources
 

@@ -118,6 +118,7 @@ interop_netns() {
   netns_veth $IX_NS uiwix-u $IXU_ADDR/24 uiwix-s $IXS_ADDR/24
   rdma link add $IXU_DEV type uiw netdev uiwix-u || fail "rdma link add $IXU_DEV"
   ip netns exec $IX_NS rdma link add $IXS_DEV type siw netdev uiwix-s || fail "rdma link add $IXS_DEV"
+  # shellcheck disable=SC2034 # read by interop_perftest (lib.sh)
   DEV_NETNS[$IXS_DEV]=$IX_NS
 }
 

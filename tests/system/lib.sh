@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for system tests (tests/system/*.sh). Sourced; runs inside the VM only.
 # Each test runs in its own empty working directory; its background jobs are killed by the
 # runner when it ends. See tests/vm/README.md for the topology variables.
@@ -41,6 +42,13 @@ poll_until() {
   done
 }
 
+# path_gone PATH...: none of the PATHs exists (the sysfs directory of a device or netdev, which
+# its removal takes away).
+path_gone() {
+  local p
+  for p in "$@"; do [ ! -e "$p" ] || return 1; done
+}
+
 # pid_gone PID: no process PID (or not ours to signal), or only its zombie is left. kill -0
 # finds a zombie, and an ended child stays one until this shell reaps it, which a loop of
 # builtins (kill, nap) was once seen not to do before its 60 s deadline (a CI run under load:
@@ -64,6 +72,7 @@ at_exit() {
   local cmd=$1
   # `trap -p` prints the command quoted for the shell: let the shell unquote it.
   eval "set -- $(trap -p EXIT)"
+  # shellcheck disable=SC2064 # CMD and the earlier trap are put together now, as text
   trap "{ $cmd; } || true${3:+; $3}" EXIT # at_exit itself
 }
 
@@ -286,7 +295,7 @@ cm_listening() {
 # a connection through it is refused just the same. So once one of those ids is listed, every
 # iWARP device with a netdev here must list its own.
 iw_listeners_up() {
-  local port=$1 ids=${2-} line dev pid addr listening links= wildcard=0 listed=" "
+  local port=$1 ids=${2-} line dev pid addr listening links="" wildcard=0 listed=" "
   local re="^link ([^/ ]*)/[^ ]* .*state LISTEN .*pid ([0-9]*) .* src-addr ([^ ]*:$port)( .*)?$"
   [ -n "$ids" ] || ids=$(rdma res show cm_id 2>/dev/null) || return 0
   listening=$(ss -Hln -t --sctp 2>/dev/null || ss -Hltn 2>/dev/null) || return 0
@@ -408,7 +417,7 @@ show_hung() {
   for t in /proc/"$1"/task/*; do
     read -r comm <"$t/comm" 2>/dev/null || continue
     st=$(sed -n 's/^State:[[:space:]]*//p' "$t/status" 2>/dev/null)
-    wchan=? && { read -r wchan <"$t/wchan" 2>/dev/null || :; } # no newline there: read says 1
+    wchan='?' && { read -r wchan <"$t/wchan" 2>/dev/null || :; } # no newline there: read says 1
     echo "  ${t##*/} $comm: $st, wchan $wchan" >&2
     sed 's/^/    /' "$t/stack" >&2 2>/dev/null || true
   done
@@ -575,6 +584,7 @@ perftest_pair() {
   shift
   cli=("$@")
   for try in 1 2; do
+    # shellcheck disable=SC2034 # PAIR_PORT: for the caller
     PAIR_RC[client]=0 PAIR_RC[server]=0 PAIR_PORT=$port
     start_bg "$name-server" "${srv[@]//@PORT@/$port}"
     $wait_cmd "$port"
@@ -658,5 +668,6 @@ unittest_counts() {
     printf -v "$f" '%s' "$(sed -n "s/.*$f=\([0-9]*\).*/\1/p" <<<"$summary")"
   done
   failed=${failures:-0} errors=${errors:-0} skipped=${skipped:-0}
+  # shellcheck disable=SC2034 # for the caller, as ran and failed
   ok=$((${ran:-0} - failed - errors - skipped))
 }

@@ -6,12 +6,12 @@
 # exact Terminate uiw sends, what the server application sees and the guard octets.
 source "$UIW_ROOT/tests/system/lib.sh"
 
-srv=$UIW_BUILD/bin/uiw_hostile_server
-[ -x "$srv" ] || fail "$srv missing: cmake --build \$UIW_BUILD --target uiw_hostile_server"
+server_bin=$UIW_BUILD/bin/uiw_hostile_server
+[ -x "$server_bin" ] || fail "$server_bin missing: cmake --build \$UIW_BUILD --target uiw_hostile_server"
 ls "$UIW_BUILD"/python/uiwwire*.so >/dev/null 2>&1 ||
   fail "no uiwwire module in $UIW_BUILD/python: cmake --build \$UIW_BUILD --target uiwwire"
 
-export PYTHONPATH=$UIW_BUILD/python:$UIW_ROOT/pyverbs-tests/hostile UIW_HOSTILE_SERVER=$srv
+export PYTHONPATH=$UIW_BUILD/python:$UIW_ROOT/pyverbs-tests/hostile UIW_HOSTILE_SERVER=$server_bin
 export PYTHONDONTWRITEBYTECODE=1
 rc=0
 timeout -k 5 850 /usr/bin/python3 -m unittest -v ${PYVERBS_HOSTILE_TESTS:-test_hostile} \

@@ -26,12 +26,13 @@ gid_of_v4() { # 10.99.1.1 -> 0000:...:ffff:0a63:0101
 }
 gids() { cat "$sys"/ports/1/gids/*; }
 has_gid() { gids | grep -x "$1" >/dev/null; }
+lacks_gid() { ! has_gid "$1"; }
 wait_gid() { # wait_gid present|absent GID
-  local i
-  for i in $(seq 1 30); do
-    if [ "$1" = present ]; then has_gid "$2" && return 0; else has_gid "$2" || return 0; fi
-    sleep 0.1
-  done
+  if [ "$1" = present ]; then
+    poll_until 3 0.1 has_gid "$2" && return 0
+  else
+    poll_until 3 0.1 lacks_gid "$2" && return 0
+  fi
   fail "GID $2 not $1: $(gids | sort -u | tr '\n' ' ')"
 }
 
@@ -61,10 +62,8 @@ ip link set "$nd" down
 sleep 0.3
 [ "$(cat "$sys/ports/1/state")" = "1: DOWN" ] || fail "state after down: $(cat "$sys/ports/1/state")"
 ip link set "$nd" up
-for i in $(seq 1 30); do
-  [ "$(cat "$sys/ports/1/state")" = "4: ACTIVE" ] && break
-  sleep 0.1
-done
+port_active() { [ "$(cat "$sys/ports/1/state")" = "4: ACTIVE" ]; }
+poll_until 3 0.1 port_active || true
 [ "$(cat "$sys/ports/1/state")" = "4: ACTIVE" ] || fail "state after up: $(cat "$sys/ports/1/state")"
 
 # rdma link del, then add again.

@@ -22,12 +22,12 @@ rdma link add uiwt0 type uiw netdev uiwt-dm
 ip link set uiwt-dm down
 ip link set uiwt-dm name uiwt-dr
 ip link set uiwt-dr up
-for i in $(seq 1 30); do [ -e /sys/class/infiniband/uiwt0/device/net/uiwt-dr ] && break; sleep 0.1; done
+poll_until 3 0.1 test -e /sys/class/infiniband/uiwt0/device/net/uiwt-dr || true
 [ "$(ls /sys/class/infiniband/uiwt0/device/net/)" = uiwt-dr ] ||
   fail "after a rename uiwt0/device/net holds: $(ls /sys/class/infiniband/uiwt0/device/net/ 2>&1)"
 parent=$(readlink -f /sys/class/infiniband/uiwt0/device)
 ip link del uiwt-dr
-for i in $(seq 1 30); do [ -d /sys/class/infiniband/uiwt0 ] || break; sleep 0.1; done
+poll_until 3 0.1 path_gone /sys/class/infiniband/uiwt0 || true
 [ ! -e "$parent" ] || fail "the parent device $parent survived the device"
 [ ! -d /sys/class/infiniband/uiwt0 ] || fail "uiwt0 survived its netdev"
 
@@ -52,12 +52,11 @@ fi
 [ -d "/sys/class/infiniband/$UIW0_DEV" ] || fail "$UIW0_DEV gone after the kernel ULPs"
 
 # The module unloads with devices present; every uiw device goes away.
-ko=""
-for m in "${UIW_BUILD:-/nonexistent}"/vm/uiw-"$(uname -r)"/src/kernel/uiw.ko; do [ -f "$m" ] && ko=$m; done
-[ -n "$ko" ] || ko=$(modinfo -n uiw 2>/dev/null || true)
+ko="${UIW_BUILD:-/nonexistent}/vm/uiw-$(uname -r)/src/kernel/uiw.ko"
+[ -f "$ko" ] || ko=$(modinfo -n uiw 2>/dev/null || true)
 [ -n "$ko" ] || fail "cannot find uiw.ko"
 rmmod uiw || fail "rmmod uiw"
-ls /sys/class/infiniband | grep '^uiw' >/dev/null && fail "uiw devices left after rmmod: $(ls /sys/class/infiniband)"
+compgen -G '/sys/class/infiniband/uiw*' >/dev/null && fail "uiw devices left after rmmod: $(ls /sys/class/infiniband)"
 
 # `rdma link add ... type uiw` loads the module: the kernel asks modprobe for "rdma-link-uiw"
 # (request_module in rdma's nldev), the alias uiw.ko declares (MODULE_ALIAS_RDMA_LINK). An

@@ -10,7 +10,7 @@ source "$UIW_ROOT/tests/system/lib.sh"
 port=18516
 syn_waits_for_listener $port $((port + 9))
 for tool in ib_write_bw ib_read_bw ib_send_bw; do
-  args=(-R -d "$UIW0_DEV" -p $port -s 65536 -n 500)
+  args=(-R -d "$UIW0_DEV" -p "$port" -s 65536 -n 500)
   start_bg "$tool-server" "$tool" "${args[@]}"
   wait_cm_listen $port
   wait_dev_listen "$UIW0_DEV" $port

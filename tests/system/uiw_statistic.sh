@@ -33,6 +33,7 @@ snapshot() {
     done
     for n in $names; do
       [[ ${seen[$n]:-} =~ ^[0-9]+$ ]] || fail "rdma statistic show link $dev/1 has no $n"
+      # shellcheck disable=SC2034 # into is a nameref: this writes the caller's array
       into[$dev.$n]=${seen[$n]}
     done
   done

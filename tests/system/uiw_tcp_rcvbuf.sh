@@ -22,18 +22,21 @@ at_exit restore
 port=19700
 syn_waits_for_listener $port $((port + 1))
 
+# both_ends_listed FILE: ss lists both ends of the connection on $port, with their socket
+# memory, into FILE.
+both_ends_listed() {
+  ss -tmnH state established "( sport = :$port or dport = :$port )" >"$1"
+  [ "$(grep -c skmem "$1" || true)" -ge 2 ]
+}
+
 # rcvbuf_of_connection BYTES: a 4 s ib_write_bw from uiw1 to uiw0; while it runs, both ends of its
 # TCP connection (the rdma_cm port is the TCP port on iWARP) must show a receive buffer of BYTES.
 rcvbuf_of_connection() {
-  local want=$1 name=rcvbuf$1 found i
+  local want=$1 name=rcvbuf$1 found
   start_bg "$name-server" ib_write_bw -R -d "$UIW0_DEV" -p $port -s 65536 -D 4
   wait_cm_listen $port
   start_bg "$name-client" ib_write_bw -R -d "$UIW1_DEV" -p $port -s 65536 -D 4 "$UIW0_ADDR"
-  for ((i = 0; i < 300; i++)); do
-    ss -tmnH state established "( sport = :$port or dport = :$port )" >"$name.ss"
-    [ "$(grep -c skmem "$name.ss" || true)" -lt 2 ] || break
-    nap 0.1
-  done
+  poll_until 30 0.1 both_ends_listed "$name.ss" || true
   wait_bg "$name-client" 60
   wait_bg "$name-server" 30
   sed 's/^/  ss| /' "$name.ss"

@@ -13,7 +13,7 @@ check=$UIW_BUILD/bin/uiw_verbs_check
 
 run_fg devices 60 ibv_devices
 for dev in "$UIW0_DEV" "$UIW1_DEV"; do
-  expect devices "^[[:space:]]+$dev[[:space:]]+[0-9a-f]{16}$" "ibv_devices does not list $dev"
+  expect devices "^[[:space:]]+${dev}[[:space:]]+[0-9a-f]{16}$" "ibv_devices does not list $dev"
   run_fg "devinfo-$dev" 60 ibv_devinfo -v -d "$dev"
   expect "devinfo-$dev" 'transport:[[:space:]]+iWARP \(1\)' "$dev is not an iWARP device"
   expect "devinfo-$dev" 'state:[[:space:]]+PORT_ACTIVE' "$dev port is not active"
@@ -33,10 +33,10 @@ if [ -f $drv ]; then
   at_exit "mv uiw.driver.saved $drv"
 fi
 run_fg devices-nodrv 60 ibv_devices
-if grep -Eq "^[[:space:]]+$UIW0_DEV[[:space:]]" devices-nodrv.log; then
+if grep -Eq "^[[:space:]]+${UIW0_DEV}[[:space:]]" devices-nodrv.log; then
   fail "$UIW0_DEV listed without any uiw driver file: the test cannot tell how it was loaded"
 fi
 run_fg devices-env 60 env RDMAV_DRIVERS="${UIW_PROVIDER%-rdmav*.so}" ibv_devices
-expect devices-env "^[[:space:]]+$UIW0_DEV[[:space:]]+[0-9a-f]{16}$" \
+expect devices-env "^[[:space:]]+${UIW0_DEV}[[:space:]]+[0-9a-f]{16}$" \
   "RDMAV_DRIVERS=${UIW_PROVIDER%-rdmav*.so} does not load the provider"
 log "RDMAV_DRIVERS loads the provider from the build tree"

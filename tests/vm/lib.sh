@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034 # the VM_* results are read by the scripts that source it
 # Host-side helpers of the uiw test VM (sourced by tests/vm/vm). Not run directly.
 #
 # vm_prepare picks the kernel and builds (or reuses) everything the VM boots with:
@@ -267,7 +268,7 @@ vm_build_uiw() {
   VM_UIW_STATE=absent VM_UIW_KO="" VM_UIW_REASON="kernel/ does not exist yet (uiw.ko not written)"
   local k=$UIW_ROOT/kernel
   [ -f "$k/Makefile" ] || [ -f "$k/Kbuild" ] || return 0
-  local dir=$VM_DIR/uiw-$VM_KVER log key d files
+  local dir=$VM_DIR/uiw-$VM_KVER log key files
   log=$dir.log
   files=$(cd "$UIW_ROOT" && find kernel kernel-abi -type f 2>/dev/null | sort)
   key=$(cd "$UIW_ROOT" && vm_key "$VM_KVER" "$VM_KROOT" "$VM_KROOT$VM_KHDR/Module.symvers" $files)

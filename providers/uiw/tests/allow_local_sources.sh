@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by tests/system/uiw_*rping.sh (inside the test VM). The topology's uiw veth pair lives in
 # one network namespace, so rdma_cm's address resolution from an address bound to one uiw device
 # (route lookup with oif = its veth) ARPs over the pair, and the other end drops that ARP as a
