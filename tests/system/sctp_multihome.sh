@@ -22,7 +22,7 @@ start_bg server rping -s -a "$UIW0_ADDR" -p $port -C 50 -V
 wait_cm_listen $port
 start_bg client rping -c -a "$UIW0_ADDR" -I "$UIW1_ADDR" -p $port -C 50 -V
 # While it runs: the association's local and remote address lists (one line per association).
-poll_until 10 0.2 grep -qs "$port" /proc/net/sctp/assocs || true
+poll_until 60 0.2 grep -qs "$port" /proc/net/sctp/assocs || true
 cp /proc/net/sctp/assocs assocs.log
 wait_bg client 200
 wait_bg server 30

@@ -29,9 +29,9 @@ has_gid() { gids | grep -x "$1" >/dev/null; }
 lacks_gid() { ! has_gid "$1"; }
 wait_gid() { # wait_gid present|absent GID
   if [ "$1" = present ]; then
-    poll_until 3 0.1 has_gid "$2" && return 0
+    poll_until 30 0.1 has_gid "$2" && return 0
   else
-    poll_until 3 0.1 lacks_gid "$2" && return 0
+    poll_until 30 0.1 lacks_gid "$2" && return 0
   fi
   fail "GID $2 not $1: $(gids | sort -u | tr '\n' ' ')"
 }
@@ -63,7 +63,7 @@ sleep 0.3
 [ "$(cat "$sys/ports/1/state")" = "1: DOWN" ] || fail "state after down: $(cat "$sys/ports/1/state")"
 ip link set "$nd" up
 port_active() { [ "$(cat "$sys/ports/1/state")" = "4: ACTIVE" ]; }
-poll_until 3 0.1 port_active || true
+poll_until 30 0.1 port_active || true
 [ "$(cat "$sys/ports/1/state")" = "4: ACTIVE" ] || fail "state after up: $(cat "$sys/ports/1/state")"
 
 # rdma link del, then add again.

@@ -87,7 +87,7 @@ expect crc-s '^info: flags 0x7 ' "server CRC flag"
 start_bg kill-s ./probe server "$dev" "$a4" 7308
 wait_cm_listen 7308
 start_bg kill-c ./probe client "$dev" "$a4" "$a4" 7308 hold
-wait_log kill-c '^holding$' 20
+wait_log kill-c '^holding$' 120
 kill -9 "${BG_PID[kill-c]}"
 wait_bg kill-s 30
 expect kill-s '^event: 10 ' "no DISCONNECTED after the peer died"
@@ -96,7 +96,7 @@ expect kill-s '^event: 10 ' "no DISCONNECTED after the peer died"
 start_bg del-s ./probe server "$dev" "$a4" 7309
 wait_cm_listen 7309
 start_bg del-c ./probe client "$dev" "$a4" "$a4" 7309 hold
-wait_log del-c '^holding$' 20
+wait_log del-c '^holding$' 120
 timeout 60 rdma link del "$dev" || fail "rdma link del $dev under a live connection"
 [ ! -d "/sys/class/infiniband/$dev" ] || fail "$dev still registered"
 kill "${BG_PID[del-c]}" "${BG_PID[del-s]}" 2>/dev/null || true

@@ -22,12 +22,12 @@ rdma link add uiwt0 type uiw netdev uiwt-dm
 ip link set uiwt-dm down
 ip link set uiwt-dm name uiwt-dr
 ip link set uiwt-dr up
-poll_until 3 0.1 test -e /sys/class/infiniband/uiwt0/device/net/uiwt-dr || true
+poll_until 30 0.1 test -e /sys/class/infiniband/uiwt0/device/net/uiwt-dr || true
 [ "$(ls /sys/class/infiniband/uiwt0/device/net/)" = uiwt-dr ] ||
   fail "after a rename uiwt0/device/net holds: $(ls /sys/class/infiniband/uiwt0/device/net/ 2>&1)"
 parent=$(readlink -f /sys/class/infiniband/uiwt0/device)
 ip link del uiwt-dr
-poll_until 3 0.1 path_gone /sys/class/infiniband/uiwt0 || true
+poll_until 30 0.1 path_gone /sys/class/infiniband/uiwt0 || true
 [ ! -e "$parent" ] || fail "the parent device $parent survived the device"
 [ ! -d /sys/class/infiniband/uiwt0 ] || fail "uiwt0 survived its netdev"
 

@@ -155,7 +155,7 @@ expect srv '^event: 10 ' "no DISCONNECTED after the initiator closed"
 # against_peer NAME MODE PORT: Python responder NAME (MODE), uiw initiator NAME-c.
 against_peer() {
   start_bg "$1" /usr/bin/python3 peer.py "$2" "$addr" "$3"
-  wait_log "$1" listening 30
+  wait_log "$1" listening 60
   run_fg "$1-c" 120 ./probe client "$dev" "$addr" "$addr" "$3"
 }
 

@@ -18,10 +18,10 @@ ip netns exec $ns rdma link add uiwnb type uiw netdev uiwn-b
 [ -d /sys/class/infiniband/uiwnb ] || fail "no device on the namespace's netdev"
 
 start_bg srv ip netns exec $ns ./probe server uiwnb 0.0.0.0 7801 hold
-wait_log srv '^listening$' 20
+wait_log srv '^listening$' 60
 start_bg cli ./probe client uiwna 10.98.0.1 10.98.0.2 7801 hold
 both_holding() { log_has cli '^holding' && log_has srv '^holding'; }
-poll_until 30 0.2 both_holding || true
+poll_until 60 0.2 both_holding || true
 expect cli '^stream: ok$' "no connection across the namespaces"
 expect srv '^stream: ok$'
 # The wildcard listener is bound to its netdev, so the accepted socket shows "%uiwn-b".
@@ -32,7 +32,7 @@ kill "${BG_PID[cli]}" "${BG_PID[srv]}"
 wait "${BG_PID[cli]}" "${BG_PID[srv]}" 2>/dev/null || true
 
 ip netns del $ns
-poll_until 10 0.2 path_gone /sys/class/infiniband/uiwnb /sys/class/infiniband/uiwna || true
+poll_until 60 0.2 path_gone /sys/class/infiniband/uiwnb /sys/class/infiniband/uiwna || true
 [ ! -d /sys/class/infiniband/uiwnb ] && [ ! -d /sys/class/infiniband/uiwna ] ||
   fail "devices left after the namespace went: $(ls /sys/class/infiniband)"
 

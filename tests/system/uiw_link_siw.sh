@@ -31,10 +31,10 @@ expect srv '^first-ulpdu-length: 34$' "the stream does not start at siw's first 
 start_bg rpings timeout 60 stdbuf -oL rping -s -d -a "$SIW0_ADDR" -p 7702 -C 1
 wait_cm_listen 7702
 start_bg cli timeout 60 ./probe client "$UIW1_DEV" "$UIW1_ADDR" "$SIW0_ADDR" 7702 rtr
-poll_until 30 0.1 log_has cli '^rtr-sent$' || true
+poll_until 60 0.1 log_has cli '^rtr-sent$' || true
 grep -q '^rtr-sent$' cli.log || { show cli; fail "the probe did not connect to siw"; }
 # siw has taken the RTR when rping's server sees the connection established (rping -d).
-poll_until 20 0.1 log_has rpings 'RDMA_CM_EVENT_ESTABLISHED' || true
+poll_until 60 0.1 log_has rpings 'RDMA_CM_EVENT_ESTABLISHED' || true
 grep -q 'RDMA_CM_EVENT_ESTABLISHED' rpings.log || { show rpings; fail "siw did not take uiw's Write RTR"; }
 kill "${BG_PID[cli]}" 2>/dev/null || true
 wait "${BG_PID[cli]}" 2>/dev/null || true

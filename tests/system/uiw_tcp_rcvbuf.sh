@@ -36,7 +36,7 @@ rcvbuf_of_connection() {
   start_bg "$name-server" ib_write_bw -R -d "$UIW0_DEV" -p $port -s 65536 -D 4
   wait_cm_listen $port
   start_bg "$name-client" ib_write_bw -R -d "$UIW1_DEV" -p $port -s 65536 -D 4 "$UIW0_ADDR"
-  poll_until 30 0.1 both_ends_listed "$name.ss" || true
+  poll_until 60 0.1 both_ends_listed "$name.ss" || true
   wait_bg "$name-client" 60
   wait_bg "$name-server" 30
   sed 's/^/  ss| /' "$name.ss"

@@ -22,7 +22,7 @@ for i in 1 2 3 4 5 6; do
   sleep 1 # the port and GID events of both devices
   ip netns del $ns
   ns=""
-  poll_until 5 0.1 path_gone /sys/class/infiniband/uiwun0 || true
+  poll_until 60 0.1 path_gone /sys/class/infiniband/uiwun0 || true
   [ ! -d /sys/class/infiniband/uiwun0 ] || fail "round $i: uiwun0 survived its netdev"
   [ ! -d /sys/class/infiniband/siwun0 ] || fail "round $i: siwun0 survived its netdev"
 done
